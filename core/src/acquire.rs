@@ -1,0 +1,262 @@
+//! Taking a lock: one attempt on every node, and the retry loop around it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::client::ClientShared;
+use crate::error::{Error, ErrorKind, NodeOutcome, Result};
+use crate::fencing::{raise_to, token_from_grants};
+use crate::keys::LockKeys;
+use crate::lock::{Lock, LockState};
+use crate::node::{Reply, as_i64};
+use crate::node_set::{NodeSet, unexpected};
+use crate::options::Resolved;
+use crate::scripts;
+use crate::token::LockToken;
+
+/// A successful attempt.
+struct Grant {
+    token: LockToken,
+    fencing_token: u64,
+    valid_until: Instant,
+}
+
+/// Retries until the lock is taken or `options.wait` has passed.
+pub(crate) async fn acquire(client: Arc<ClientShared>, resource: String, options: Resolved) -> Result<Lock> {
+    let keys = LockKeys::new(&client.key_prefix, &resource)?;
+    let started = Instant::now();
+    let deadline = started + options.wait;
+    let mut retry = 0u32;
+    loop {
+        match attempt(&client.nodes, &keys, &resource, options.ttl).await {
+            Ok(grant) => {
+                tracing::debug!(resource = %resource, fencing_token = grant.fencing_token, attempts = retry + 1, "lock acquired");
+                return Ok(hand_out(&client, resource, keys, grant, &options));
+            }
+            Err(err) if is_retryable(err.kind()) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(gave_up(err, &resource, options.wait));
+                }
+                let delay = client.retry.delay(retry).min(deadline - now);
+                retry = retry.saturating_add(1);
+                tokio::time::sleep(delay).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+fn is_retryable(kind: ErrorKind) -> bool {
+    matches!(kind, ErrorKind::NotAcquired | ErrorKind::Unavailable)
+}
+
+/// The error after the last attempt: as is for a single try, `Timeout` after waiting.
+fn gave_up(last: Error, resource: &str, wait: Duration) -> Error {
+    if wait.is_zero() {
+        return last;
+    }
+    Error::new(
+        ErrorKind::Timeout,
+        format!(
+            "could not acquire lock '{resource}' within {wait:?}; last attempt: {}",
+            last.message()
+        ),
+    )
+    .with_resource(resource)
+    .with_nodes(last.nodes().to_vec())
+}
+
+fn hand_out(
+    client: &Arc<ClientShared>,
+    resource: String,
+    keys: LockKeys,
+    grant: Grant,
+    options: &Resolved,
+) -> Lock {
+    let state = Arc::new(LockState::new(
+        resource,
+        keys,
+        grant.token,
+        grant.fencing_token,
+        options.ttl,
+        grant.valid_until,
+        options.renewal,
+    ));
+    client.watchdog.reschedule(&state);
+    Lock::new(state, client.clone())
+}
+
+/// One attempt: the acquire script on every node in parallel, decided by quorum.
+async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Duration) -> Result<Grant> {
+    let token = LockToken::generate()?;
+    let ttl_ms = ttl.as_millis().to_string();
+    let mut cleanup = Cleanup::new(nodes.clone(), keys.lock.clone(), token.clone());
+    let sent = Instant::now();
+    let replies = nodes
+        .decide(
+            &scripts::ACQUIRE,
+            &[&keys.lock, &keys.fence],
+            &[token.as_str(), &ttl_ms],
+            |reply| granted(reply).is_some(),
+        )
+        .await;
+    cleanup.skip_refusals(&replies);
+    let counters: Vec<u64> = replies.iter().flatten().filter_map(granted).collect();
+    let quorum = nodes.quorum();
+    if !quorum.reached(counters.len()) {
+        return Err(refusal(nodes, &replies, resource));
+    }
+    let (fencing_token, must_raise) = token_from_grants(&counters, quorum).unwrap_or_default();
+    if must_raise && let Err(raise_replies) = raise_to(nodes, &keys.fence, fencing_token).await {
+        let reports = nodes.reports(&raise_replies, |_| NodeOutcome::Ok);
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "lock '{resource}' was granted but its fencing counter could not be raised on a majority; \
+                 the attempt was undone"
+            ),
+        )
+        .with_resource(resource)
+        .with_nodes(reports));
+    }
+    let Some(valid_until) = nodes.valid_until(sent, ttl) else {
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "lock '{resource}' was granted too slowly: {:?} of its {ttl:?} ttl had passed, leaving no validity; \
+                 raise the ttl or look at node latency",
+                sent.elapsed()
+            ),
+        )
+        .with_resource(resource));
+    };
+    cleanup.disarm();
+    Ok(Grant {
+        token,
+        fencing_token,
+        valid_until,
+    })
+}
+
+/// The fencing counter a node returned when it granted the lock.
+fn granted(reply: &Reply) -> Option<u64> {
+    let n = as_i64(reply.as_ref().ok()?)?;
+    u64::try_from(n).ok().filter(|n| *n >= 1)
+}
+
+fn describe_acquire(value: &redis::Value) -> NodeOutcome {
+    match as_i64(value) {
+        Some(0) => NodeOutcome::HeldByOther,
+        Some(n) if n >= 1 => NodeOutcome::Ok,
+        _ => unexpected(value),
+    }
+}
+
+/// The error for an attempt without a majority: held by another, or the nodes' failure.
+fn refusal(nodes: &NodeSet, replies: &[Option<Reply>], resource: &str) -> Error {
+    let reports = nodes.reports(replies, describe_acquire);
+    let held = reports
+        .iter()
+        .filter(|r| r.outcome == NodeOutcome::HeldByOther)
+        .count();
+    let failures: Vec<&NodeOutcome> = reports
+        .iter()
+        .map(|r| &r.outcome)
+        .filter(|o| matches!(o, NodeOutcome::TimedOut | NodeOutcome::Failed(_)))
+        .collect();
+    let total = nodes.nodes().len();
+    let needed = nodes.quorum().needed();
+    let (kind, message) = if held > 0 && held >= failures.len() {
+        (
+            ErrorKind::NotAcquired,
+            format!("lock '{resource}' is held by another owner ({held} of {total} nodes said so)"),
+        )
+    } else {
+        (
+            failure_kind(&failures),
+            format!(
+                "could not reach a majority for lock '{resource}': {} of {total} nodes failed or timed out, \
+                 {needed} must answer; check that the nodes are up and reachable",
+                failures.len()
+            ),
+        )
+    };
+    Error::new(kind, message)
+        .with_resource(resource)
+        .with_nodes(reports)
+}
+
+/// `Auth` or `Tls` when every failure says so (a configuration problem to fix), else `Unavailable`.
+fn failure_kind(failures: &[&NodeOutcome]) -> ErrorKind {
+    let kinds: Vec<ErrorKind> = failures
+        .iter()
+        .map(|o| match o {
+            NodeOutcome::Failed(f) => f.kind,
+            _ => ErrorKind::Unavailable,
+        })
+        .collect();
+    match kinds.first() {
+        Some(&first)
+            if matches!(first, ErrorKind::Auth | ErrorKind::Tls) && kinds.iter().all(|&k| k == first) =>
+        {
+            first
+        }
+        _ => ErrorKind::Unavailable,
+    }
+}
+
+/// Undoes an attempt that did not hand out a lock, on every node that may
+/// hold its token: late replies, timeouts and cancellation included.
+struct Cleanup {
+    nodes: Arc<NodeSet>,
+    lock_key: String,
+    token: LockToken,
+    /// Nodes that refused (held by another): they hold nothing of ours.
+    refused: Vec<bool>,
+    armed: bool,
+}
+
+impl Cleanup {
+    fn new(nodes: Arc<NodeSet>, lock_key: String, token: LockToken) -> Self {
+        let refused = vec![false; nodes.nodes().len()];
+        Cleanup {
+            nodes,
+            lock_key,
+            token,
+            refused,
+            armed: true,
+        }
+    }
+
+    fn skip_refusals(&mut self, replies: &[Option<Reply>]) {
+        for (refused, reply) in self.refused.iter_mut().zip(replies) {
+            *refused = matches!(reply, Some(Ok(value)) if as_i64(value) == Some(0));
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let nodes = self.nodes.clone();
+        let key = std::mem::take(&mut self.lock_key);
+        let token = self.token.clone();
+        let refused = std::mem::take(&mut self.refused);
+        // Runs on the internal runtime even when the attempt was cancelled; the
+        // release travels behind the acquire on each connection, so it lands after it.
+        if let Ok(handle) = crate::runtime::handle() {
+            handle.spawn(async move {
+                nodes
+                    .everywhere(&scripts::RELEASE, &[&key], &[token.as_str()], |i| !refused[i])
+                    .await;
+            });
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The client: configuration, nodes, and the operations that start from it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::acquire;
+use crate::backoff::RetryPolicy;
+use crate::config::{ClientBuilder, ValidConfig};
+use crate::error::{Error, ErrorKind, NodeOutcome, Result};
+use crate::fencing::fenced_set_outcome;
+use crate::keys::LockKeys;
+use crate::lock::Lock;
+use crate::node::{Node, as_i64};
+use crate::node_set::NodeSet;
+use crate::options::{LockDefaults, LockOptions};
+use crate::runtime;
+use crate::scripts;
+use crate::watchdog::Watchdog;
+
+/// A connection to one Redis node (single-node locks) or to N independent
+/// masters (Redlock). Cheap to clone; clones share connections.
+///
+/// ```no_run
+/// # async fn demo() -> fencelock::Result<()> {
+/// use std::time::Duration;
+/// use fencelock::{Client, LockOptions};
+///
+/// let client = Client::builder().node("redis://127.0.0.1:6379").build().await?;
+/// let lock = client.acquire("reports:nightly", LockOptions::new(Duration::from_secs(30))).await?;
+/// println!("fencing token {}", lock.fencing_token());
+/// lock.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<ClientShared>,
+}
+
+/// What a client and its locks share.
+pub(crate) struct ClientShared {
+    pub(crate) nodes: Arc<NodeSet>,
+    pub(crate) key_prefix: String,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) defaults: LockDefaults,
+    pub(crate) watchdog: Watchdog,
+    pid: u32,
+    closed: AtomicBool,
+}
+
+impl ClientShared {
+    /// Fails in a forked child: the parent's connections and tasks are not there.
+    pub(crate) fn ensure_usable(&self) -> Result<()> {
+        runtime::ensure_same_process(self.pid, "fencelock client")
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        self.ensure_usable()?;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::new(
+                ErrorKind::Closed,
+                "the client is closed; build a new one",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One node's view of a lock, for operators (never the owner's token).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeLockState {
+    /// The node, without credentials.
+    pub node: String,
+    /// Whether the lock key exists there.
+    pub held: bool,
+    /// Its remaining ttl in ms, if it exists and has one.
+    pub ttl_ms: Option<u64>,
+    /// The resource's fencing counter on that node.
+    pub fencing_counter: u64,
+    /// The error, if the node did not answer.
+    pub error: Option<String>,
+}
+
+impl Client {
+    /// Starts configuring a client.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    pub(crate) async fn connect(config: ValidConfig) -> Result<Client> {
+        runtime::run(async move {
+            let nodes = config
+                .endpoints
+                .into_iter()
+                .map(|endpoint| Node::new(endpoint, &config.settings))
+                .collect::<Result<Vec<_>>>()?;
+            let nodes = Arc::new(NodeSet::new(nodes, config.drift_factor));
+            warm_up(&nodes).await?;
+            let watchdog = Watchdog::start(nodes.clone(), &tokio::runtime::Handle::current());
+            Ok(Client {
+                shared: Arc::new(ClientShared {
+                    nodes,
+                    key_prefix: config.key_prefix,
+                    retry: config.retry,
+                    defaults: config.defaults,
+                    watchdog,
+                    pid: runtime::current_pid(),
+                    closed: AtomicBool::new(false),
+                }),
+            })
+        })
+        .await?
+    }
+
+    /// Takes the lock on `resource`, retrying with backoff while it is held
+    /// elsewhere, for up to the options' `wait`.
+    ///
+    /// Errors: [`ErrorKind::Timeout`] when `wait` passed (or
+    /// [`ErrorKind::NotAcquired`] when `wait` is zero), [`ErrorKind::Unavailable`]
+    /// when a majority cannot be reached, [`ErrorKind::InvalidArgument`] for a
+    /// bad resource or ttl. Dropping the future cancels the attempt and undoes
+    /// any partial grant.
+    pub async fn acquire(&self, resource: &str, options: LockOptions) -> Result<Lock> {
+        self.shared.ensure_open()?;
+        let options = options.resolve(&self.shared.defaults)?;
+        crate::keys::validate_resource(resource)?;
+        let (shared, resource) = (self.shared.clone(), resource.to_owned());
+        runtime::run(acquire::acquire(shared, resource, options)).await?
+    }
+
+    /// One attempt: `Ok(None)` when the lock is held by someone else.
+    pub async fn try_acquire(&self, resource: &str, options: LockOptions) -> Result<Option<Lock>> {
+        match self
+            .acquire(resource, options.wait(std::time::Duration::ZERO))
+            .await
+        {
+            Ok(lock) => Ok(Some(lock)),
+            Err(err) if err.kind() == ErrorKind::NotAcquired => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Writes `value` to the Redis hash `key` (fields `value` and `fence`) on
+    /// the first node, only if `fencing_token` is not older than the token of
+    /// the last write there. A holder that lost its lock and writes late gets
+    /// [`ErrorKind::StaleToken`] instead of overwriting newer data.
+    ///
+    /// The data lives on the first node; for data in another Redis, build a
+    /// single-node client on that server. For SQL stores, see the pattern in
+    /// docs/protocol.md.
+    pub async fn fenced_set(&self, key: &str, value: impl AsRef<[u8]>, fencing_token: u64) -> Result<()> {
+        self.shared.ensure_open()?;
+        validate_data_key(key)?;
+        let value = String::from_utf8(value.as_ref().to_vec())
+            .map_err(|_| Error::invalid("fenced_set values must be UTF-8 text"))?;
+        let shared = self.shared.clone();
+        let key = key.to_owned();
+        runtime::run(async move {
+            let node = &shared.nodes.nodes()[0];
+            let token = fencing_token.to_string();
+            let reply = node.eval(&scripts::FENCED_SET, &[&key], &[&token, &value]).await;
+            fenced_set_outcome(reply, &key, fencing_token, &node.endpoint().to_string())
+        })
+        .await?
+    }
+
+    /// Reads what [`Client::fenced_set`] stored: `(value, fencing token)`.
+    pub async fn fenced_get(&self, key: &str) -> Result<Option<(String, u64)>> {
+        self.shared.ensure_open()?;
+        validate_data_key(key)?;
+        let shared = self.shared.clone();
+        let key = key.to_owned();
+        runtime::run(async move {
+            let node = &shared.nodes.nodes()[0];
+            match node.eval(&scripts::FENCED_GET, &[&key], &[]).await {
+                Ok(redis::Value::Nil) => Ok(None),
+                Ok(redis::Value::Array(fields)) if fields.len() == 2 => {
+                    let value: String = redis::from_redis_value_ref(&fields[0]).unwrap_or_default();
+                    let fence = as_i64(&fields[1])
+                        .and_then(|n| u64::try_from(n).ok())
+                        .unwrap_or(0);
+                    Ok(Some((value, fence)))
+                }
+                Ok(other) => Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!("'{key}' on {} is not a fenced value: {other:?}", node.endpoint()),
+                )),
+                Err(outcome) => Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!("reading '{key}' from {} failed: {outcome}", node.endpoint()),
+                )),
+            }
+        })
+        .await?
+    }
+
+    /// Each node's view of `resource`: held or not, ttl, fencing counter.
+    pub async fn inspect(&self, resource: &str) -> Result<Vec<NodeLockState>> {
+        self.shared.ensure_open()?;
+        let keys = LockKeys::new(&self.shared.key_prefix, resource)?;
+        let shared = self.shared.clone();
+        runtime::run(async move {
+            let nodes = shared.nodes.nodes();
+            let replies = shared
+                .nodes
+                .everywhere(&scripts::STATUS, &[&keys.lock, &keys.fence], &[], |_| true)
+                .await;
+            nodes
+                .iter()
+                .zip(replies)
+                .map(|(node, reply)| node_lock_state(node.endpoint().to_string(), reply))
+                .collect()
+        })
+        .await
+    }
+
+    /// The nodes, as URLs without credentials.
+    pub fn nodes(&self) -> Vec<String> {
+        self.shared
+            .nodes
+            .nodes()
+            .iter()
+            .map(|n| n.endpoint().to_string())
+            .collect()
+    }
+
+    /// How many nodes must agree: `n/2 + 1`.
+    pub fn quorum(&self) -> usize {
+        self.shared.nodes.quorum().needed()
+    }
+
+    /// Refuses new operations from now on. Held locks can still be released
+    /// and keep being renewed until released or dropped.
+    pub fn close(&self) {
+        self.shared.closed.store(true, Ordering::Release);
+    }
+}
+
+fn validate_data_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > crate::keys::MAX_RESOURCE_LEN {
+        return Err(Error::invalid(format!(
+            "the data key must be 1 to {} bytes long",
+            crate::keys::MAX_RESOURCE_LEN
+        )));
+    }
+    Ok(())
+}
+
+fn node_lock_state(node: String, reply: Option<crate::node::Reply>) -> NodeLockState {
+    let mut state = NodeLockState {
+        node,
+        held: false,
+        ttl_ms: None,
+        fencing_counter: 0,
+        error: None,
+    };
+    match reply {
+        Some(Ok(redis::Value::Array(fields))) if fields.len() == 3 => {
+            state.held = as_i64(&fields[0]) == Some(1);
+            state.ttl_ms = as_i64(&fields[1]).and_then(|t| u64::try_from(t).ok());
+            state.fencing_counter = as_i64(&fields[2])
+                .and_then(|n| u64::try_from(n).ok())
+                .unwrap_or(0);
+        }
+        Some(Ok(other)) => state.error = Some(format!("unexpected reply {other:?}")),
+        Some(Err(outcome)) => state.error = Some(outcome.to_string()),
+        None => state.error = Some(NodeOutcome::Pending.to_string()),
+    }
+    state
+}
+
+/// Connects every node in parallel. Unreachable nodes are left for later
+/// (a quorum may still be up); refused credentials and TLS failures are
+/// configuration errors and fail the build.
+async fn warm_up(nodes: &NodeSet) -> Result<()> {
+    let results = futures_util::future::join_all(nodes.nodes().iter().map(|node| node.warm_up())).await;
+    for (node, result) in nodes.nodes().iter().zip(results) {
+        match result {
+            Ok(()) => {}
+            Err(NodeOutcome::Failed(failure)) if matches!(failure.kind, ErrorKind::Auth | ErrorKind::Tls) => {
+                let advice = if failure.kind == ErrorKind::Auth {
+                    "check the user name, password and ACL rules"
+                } else {
+                    "check the CA, the certificate's host name and the rediss:// URL"
+                };
+                return Err(Error::new(
+                    failure.kind,
+                    format!(
+                        "node {} refused the connection: {}; {advice}",
+                        node.endpoint(),
+                        failure.detail
+                    ),
+                ));
+            }
+            Err(outcome) => {
+                tracing::warn!(node = %node.endpoint(), %outcome, "node unreachable at start; will retry on use");
+            }
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("nodes", &self.nodes())
+            .field("quorum", &self.quorum())
+            .field("key_prefix", &self.shared.key_prefix)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,94 @@
+//! The key layout of the wire protocol (docs/protocol.md §2).
+//!
+//! A lock on resource `R` with prefix `P` uses `P{R}` for the lock and
+//! `P{R}:fence` for its fencing counter. The braces are a Redis Cluster hash
+//! tag, so both keys live in one slot and every script touches one slot.
+
+use crate::error::{Error, Result};
+
+/// The longest resource name accepted, in bytes. Redis would take far longer
+/// keys, but a bound keeps hostile input from costing memory on every node.
+pub const MAX_RESOURCE_LEN: usize = 1024;
+
+/// The longest key prefix accepted, in bytes.
+pub const MAX_PREFIX_LEN: usize = 256;
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "fencelock:";
+
+/// The two keys of one lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LockKeys {
+    pub(crate) lock: String,
+    pub(crate) fence: String,
+}
+
+impl LockKeys {
+    pub(crate) fn new(prefix: &str, resource: &str) -> Result<Self> {
+        validate_resource(resource)?;
+        let lock = format!("{prefix}{{{resource}}}");
+        let fence = format!("{lock}:fence");
+        Ok(LockKeys { lock, fence })
+    }
+}
+
+/// Checks a resource name against the documented bounds.
+pub(crate) fn validate_resource(resource: &str) -> Result<()> {
+    if resource.is_empty() {
+        return Err(Error::invalid(
+            "the resource name is empty; name what you lock, e.g. \"orders:42\"",
+        ));
+    }
+    if resource.len() > MAX_RESOURCE_LEN {
+        return Err(Error::invalid(format!(
+            "the resource name is {} bytes long; the limit is {MAX_RESOURCE_LEN} bytes",
+            resource.len()
+        )));
+    }
+    if resource.starts_with('}') {
+        // `P{}…` would be an empty hash tag: Redis Cluster would then hash the
+        // whole key, and the lock and its counter could land in different slots.
+        return Err(Error::invalid(
+            "the resource name may not start with '}' (it would break the Redis Cluster hash tag)",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a key prefix: bounded, and free of braces so the hash tag stays ours.
+pub(crate) fn validate_prefix(prefix: &str) -> Result<()> {
+    if prefix.len() > MAX_PREFIX_LEN {
+        return Err(Error::config(format!(
+            "the key prefix is {} bytes long; the limit is {MAX_PREFIX_LEN}",
+            prefix.len()
+        )));
+    }
+    if prefix.contains(['{', '}']) {
+        return Err(Error::config(
+            "the key prefix may not contain '{' or '}': fencelock puts the resource in the hash tag",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_shares_one_hash_tag() {
+        let keys = LockKeys::new("fencelock:", "orders:42").unwrap();
+        assert_eq!(keys.lock, "fencelock:{orders:42}");
+        assert_eq!(keys.fence, "fencelock:{orders:42}:fence");
+    }
+
+    #[test]
+    fn bounds() {
+        assert!(LockKeys::new("p:", "").is_err());
+        assert!(LockKeys::new("p:", &"x".repeat(MAX_RESOURCE_LEN)).is_ok());
+        assert!(LockKeys::new("p:", &"x".repeat(MAX_RESOURCE_LEN + 1)).is_err());
+        assert!(LockKeys::new("p:", "}x").is_err());
+        assert!(validate_prefix("a{b").is_err());
+        assert!(validate_prefix("app:").is_ok());
+    }
+}

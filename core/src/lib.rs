@@ -1,0 +1,66 @@
+//! # fencelock
+//!
+//! Distributed locks over Redis with one core for every language: single-node
+//! locks and Redlock over N independent masters (requests in parallel, decided
+//! by quorum), auto-renewal with a lost-lock signal, and fencing tokens that
+//! stay strictly increasing per resource, in quorum mode too.
+//!
+//! ```no_run
+//! # async fn demo() -> fencelock::Result<()> {
+//! use std::time::Duration;
+//! use fencelock::{Client, LockOptions};
+//!
+//! let client = Client::builder()
+//!     .nodes(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])
+//!     .build()
+//!     .await?;
+//! let lock = client
+//!     .acquire("inventory:sku-1", LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5)))
+//!     .await?;
+//! // Write only with the fencing token: a paused, expired holder is then refused.
+//! client.fenced_set("stock:sku-1", "41", lock.fencing_token()).await?;
+//! lock.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## What the lock guarantees, and what it does not
+//!
+//! While [`Lock::is_held`] is true, no other client of the same nodes holds the
+//! lock, *provided* the nodes' clocks advance at about the same rate as ours
+//! (within the drift factor), no node loses its keys (restart without AOF), and
+//! this process is not paused past the lock's validity. A GC pause, a VM
+//! freeze or a slow network can still let two holders overlap; that is why
+//! every lock carries a [fencing token](Lock::fencing_token) the protected
+//! storage must check. See `docs/protocol.md` for the wire protocol and the
+//! full argument.
+
+#![warn(missing_docs)]
+
+mod acquire;
+mod backoff;
+pub mod blocking;
+mod client;
+mod config;
+mod endpoint;
+mod error;
+mod fencing;
+mod keys;
+mod lock;
+mod node;
+mod node_set;
+mod options;
+mod quorum;
+mod runtime;
+mod scripts;
+mod token;
+mod watchdog;
+
+pub use backoff::RetryPolicy;
+pub use client::{Client, NodeLockState};
+pub use config::{ClientBuilder, MAX_DRIFT_FACTOR};
+pub use error::{Error, ErrorKind, NodeFailure, NodeOutcome, NodeReport, Result};
+pub use keys::{DEFAULT_PREFIX, MAX_PREFIX_LEN, MAX_RESOURCE_LEN};
+pub use lock::{Lock, LockStatus, LossReason};
+pub use options::{LockOptions, MAX_TTL, MAX_WAIT, MIN_TTL};
+pub use runtime::block_on;
+pub use token::TOKEN_BYTES;

@@ -1,0 +1,405 @@
+//! The lock handle returned by `acquire`, and the state it shares with the watchdog.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::client::ClientShared;
+use crate::error::{Error, ErrorKind, Result};
+use crate::keys::LockKeys;
+use crate::node_set::{describe_compare_and_act, tally};
+use crate::options::{RenewalPolicy, validate_ttl};
+use crate::runtime;
+use crate::scripts;
+use crate::token::LockToken;
+
+/// Where a lock stands.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockStatus {
+    /// Held; [`Lock::remaining`] says for how long without a renewal.
+    Held,
+    /// Released by its owner.
+    Released,
+    /// Lost while held; do not touch the protected resource any more.
+    Lost(LossReason),
+}
+
+/// Why a lock was lost.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossReason {
+    /// A renewal found the key missing on a majority (deleted, evicted, or the node restarted empty).
+    Deleted,
+    /// A renewal found another owner's token on a majority.
+    TakenOver,
+    /// Renewals kept failing (nodes unreachable) until the validity ran out.
+    Unreachable,
+    /// The lease ran out without renewal (auto-renew off, or a renewal limit reached).
+    Expired,
+}
+
+impl fmt::Display for LossReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LossReason::Deleted => "the lock key was deleted or expired on a majority of nodes",
+            LossReason::TakenOver => "another owner holds the lock on a majority of nodes",
+            LossReason::Unreachable => "renewals failed until the lock's validity ran out",
+            LossReason::Expired => "the lease ran out without renewal",
+        })
+    }
+}
+
+/// Timing that renewals and extensions update together.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timing {
+    pub(crate) ttl: Duration,
+    pub(crate) valid_until: Instant,
+    pub(crate) renewals: u32,
+    /// Bumped whenever the watchdog schedule changes; stale jobs are skipped.
+    pub(crate) generation: u64,
+}
+
+/// What a lock handle and the watchdog share.
+pub(crate) struct LockState {
+    pub(crate) resource: String,
+    pub(crate) keys: LockKeys,
+    pub(crate) token: LockToken,
+    pub(crate) fencing_token: u64,
+    pub(crate) acquired_at: Instant,
+    pub(crate) renewal: RenewalPolicy,
+    timing: Mutex<Timing>,
+    status: watch::Sender<LockStatus>,
+    /// One network operation (renew, extend, release) at a time, so a release
+    /// never races a renewal and no PEXPIRE follows a release.
+    pub(crate) busy: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl LockState {
+    pub(crate) fn new(
+        resource: String,
+        keys: LockKeys,
+        token: LockToken,
+        fencing_token: u64,
+        ttl: Duration,
+        valid_until: Instant,
+        renewal: RenewalPolicy,
+    ) -> Self {
+        LockState {
+            resource,
+            keys,
+            token,
+            fencing_token,
+            acquired_at: Instant::now(),
+            renewal,
+            timing: Mutex::new(Timing {
+                ttl,
+                valid_until,
+                renewals: 0,
+                generation: 0,
+            }),
+            status: watch::Sender::new(LockStatus::Held),
+            busy: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    pub(crate) fn timing(&self) -> MutexGuard<'_, Timing> {
+        // The timing is plain data; a panic elsewhere cannot leave it half-written.
+        self.timing
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn status(&self) -> LockStatus {
+        *self.status.borrow()
+    }
+
+    /// Moves from `Held` to `to`; false if the lock was not held any more.
+    fn leave_held(&self, to: LockStatus) -> bool {
+        self.status.send_if_modified(|status| {
+            if *status == LockStatus::Held {
+                *status = to;
+                true
+            } else {
+                false
+            }
+        })
+    }
+
+    /// Signals loss to every waiter, once.
+    pub(crate) fn mark_lost(&self, reason: LossReason) {
+        if self.leave_held(LockStatus::Lost(reason)) {
+            tracing::warn!(resource = %self.resource, %reason, "lock lost");
+        }
+    }
+
+    pub(crate) fn is_held(&self) -> bool {
+        self.status() == LockStatus::Held && Instant::now() < self.timing().valid_until
+    }
+
+    pub(crate) fn remaining(&self) -> Duration {
+        if self.status() != LockStatus::Held {
+            return Duration::ZERO;
+        }
+        self.timing()
+            .valid_until
+            .saturating_duration_since(Instant::now())
+    }
+}
+
+/// A held lock.
+///
+/// Dropping it stops the watchdog without blocking and without network I/O;
+/// the key then expires on Redis at its ttl. Call [`Lock::release`] to free
+/// the lock at once.
+///
+/// ```no_run
+/// # async fn demo(client: fencelock::Client) -> fencelock::Result<()> {
+/// use std::time::Duration;
+/// use fencelock::LockOptions;
+///
+/// let lock = client
+///     .acquire("orders:42", LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(2)))
+///     .await?;
+/// let token = lock.fencing_token(); // pass it to the storage you protect
+/// tokio::select! {
+///     _ = do_work(token) => {}
+///     reason = lock.lost() => eprintln!("stopped: {reason}"),
+/// }
+/// lock.release().await?;
+/// # Ok(()) }
+/// # async fn do_work(_: u64) {}
+/// ```
+pub struct Lock {
+    state: Arc<LockState>,
+    client: Arc<ClientShared>,
+}
+
+impl Lock {
+    pub(crate) fn new(state: Arc<LockState>, client: Arc<ClientShared>) -> Self {
+        Lock { state, client }
+    }
+
+    /// The resource this lock protects.
+    pub fn resource(&self) -> &str {
+        &self.state.resource
+    }
+
+    /// The fencing token: strictly greater than that of every earlier holder
+    /// of this resource. Pass it with every write to the protected storage.
+    pub fn fencing_token(&self) -> u64 {
+        self.state.fencing_token
+    }
+
+    /// True while the lock is held and its validity (measured on the local
+    /// monotonic clock) has not run out.
+    pub fn is_held(&self) -> bool {
+        self.state.is_held()
+    }
+
+    /// How long the lock stays valid without another renewal; zero when not held.
+    pub fn remaining(&self) -> Duration {
+        self.state.remaining()
+    }
+
+    /// Where the lock stands now.
+    pub fn status(&self) -> LockStatus {
+        self.state.status()
+    }
+
+    /// How many times the watchdog has renewed the lock.
+    pub fn renewals(&self) -> u32 {
+        self.state.timing().renewals
+    }
+
+    /// Resolves when the lock is lost (never after a clean release).
+    /// Cancel-safe; may be awaited by several tasks.
+    pub async fn lost(&self) -> LossReason {
+        let mut status = self.state.status.subscribe();
+        loop {
+            if let LockStatus::Lost(reason) = *status.borrow_and_update() {
+                return reason;
+            }
+            if status.changed().await.is_err() {
+                // The sender lives in the state we hold: unreachable, but never spin.
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// A receiver of every status change, for fronts that bridge the signal.
+    pub fn subscribe(&self) -> watch::Receiver<LockStatus> {
+        self.state.status.subscribe()
+    }
+
+    /// Sets the lock's ttl to `ttl` from now on a majority of nodes, by
+    /// compare-and-pexpire: it never re-creates a missing key. Later
+    /// auto-renewals use the new ttl.
+    ///
+    /// Errors: [`ErrorKind::Lost`] if the key is gone or owned by another on a
+    /// majority (the lock is then marked lost), [`ErrorKind::NotHeld`] after
+    /// release, [`ErrorKind::Unavailable`] if too few nodes answered.
+    pub async fn extend(&self, ttl: Duration) -> Result<()> {
+        runtime::run(self.extend_task(ttl)).await?
+    }
+
+    /// The work of [`Lock::extend`], owning what it needs, for any executor.
+    pub(crate) fn extend_task(&self, ttl: Duration) -> impl Future<Output = Result<()>> + Send + 'static {
+        let (state, client) = (self.state.clone(), self.client.clone());
+        async move {
+            validate_ttl(ttl)?;
+            extend(&state, &client, ttl).await
+        }
+    }
+
+    /// Releases the lock on every node by compare-and-delete, and stops the watchdog.
+    ///
+    /// Returns `Ok` when a majority still held this lock and deleted it, and
+    /// [`ErrorKind::NotHeld`] when it had already expired, been taken over,
+    /// or been released before (calling twice is safe).
+    pub async fn release(&self) -> Result<()> {
+        runtime::run(self.release_task()).await?
+    }
+
+    /// The work of [`Lock::release`], owning what it needs, for any executor.
+    pub(crate) fn release_task(&self) -> impl Future<Output = Result<()>> + Send + 'static {
+        let (state, client) = (self.state.clone(), self.client.clone());
+        async move { release(&state, &client).await }
+    }
+}
+
+async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) -> Result<()> {
+    client.ensure_usable()?;
+    let _busy = state.busy.lock().await;
+    match state.status() {
+        LockStatus::Held => {}
+        LockStatus::Released => return Err(not_held(state, "was already released")),
+        LockStatus::Lost(reason) => {
+            return Err(Error::new(
+                ErrorKind::Lost,
+                format!("lock '{}' was lost: {reason}", state.resource),
+            )
+            .with_resource(&state.resource));
+        }
+    }
+    let nodes = &client.nodes;
+    let sent = Instant::now();
+    let ttl_ms = ttl.as_millis().to_string();
+    let keys = [state.keys.lock.as_str()];
+    let replies = nodes
+        .decide(&scripts::EXTEND, &keys, &[state.token.as_str(), &ttl_ms], |r| {
+            crate::node_set::compare_and_act(r) == Some(crate::node_set::CompareAndAct::Done)
+        })
+        .await;
+    let (done, not_ours, taken) = tally(&replies);
+    let quorum = nodes.quorum();
+    if quorum.reached(done) {
+        if let Some(valid_until) = nodes.valid_until(sent, ttl) {
+            {
+                let mut timing = state.timing();
+                timing.ttl = ttl;
+                timing.valid_until = valid_until;
+                timing.generation += 1;
+            }
+            client.watchdog.reschedule(state);
+            tracing::debug!(resource = %state.resource, ttl_ms = ttl.as_millis() as u64, "lock extended");
+            return Ok(());
+        }
+    }
+    let reports = nodes.reports(&replies, describe_compare_and_act);
+    if quorum.impossible(not_ours) {
+        state.mark_lost(if taken {
+            LossReason::TakenOver
+        } else {
+            LossReason::Deleted
+        });
+        return Err(Error::new(
+            ErrorKind::Lost,
+            format!(
+                "cannot extend lock '{}': it is no longer ours on a majority of nodes",
+                state.resource
+            ),
+        )
+        .with_resource(&state.resource)
+        .with_nodes(reports));
+    }
+    Err(Error::new(
+        ErrorKind::Unavailable,
+        format!(
+            "cannot extend lock '{}': only {done} of {} nodes confirmed ({} needed); the lock stays valid for {:?} \
+             unless a retry succeeds",
+            state.resource,
+            nodes.nodes().len(),
+            quorum.needed(),
+            state.remaining()
+        ),
+    )
+    .with_resource(&state.resource)
+    .with_nodes(reports))
+}
+
+async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
+    client.ensure_usable()?;
+    let _busy = state.busy.lock().await;
+    if state.status() == LockStatus::Released {
+        return Err(not_held(state, "was already released"));
+    }
+    // A lost lock is still deleted where it is ours, but reported as not held.
+    let was_held = state.leave_held(LockStatus::Released);
+    let nodes = &client.nodes;
+    let keys = [state.keys.lock.as_str()];
+    // Every node, not just a quorum: a late grant may have landed anywhere.
+    let replies = nodes
+        .everywhere(&scripts::RELEASE, &keys, &[state.token.as_str()], |_| true)
+        .await;
+    let (done, not_ours, _) = tally(&replies);
+    let quorum = nodes.quorum();
+    tracing::debug!(resource = %state.resource, released_on = done, "lock released");
+    if !was_held {
+        return Err(not_held(state, "was lost before release"));
+    }
+    if quorum.reached(done) {
+        return Ok(());
+    }
+    let reports = nodes.reports(&replies, describe_compare_and_act);
+    if quorum.impossible(not_ours) {
+        return Err(not_held(state, "had already expired or been taken over").with_nodes(reports));
+    }
+    Err(Error::new(
+        ErrorKind::Unavailable,
+        format!(
+            "release of lock '{}' reached only {done} of {} nodes; the rest expire at the ttl",
+            state.resource,
+            nodes.nodes().len()
+        ),
+    )
+    .with_resource(&state.resource)
+    .with_nodes(reports))
+}
+
+fn not_held(state: &LockState, why: &str) -> Error {
+    Error::new(ErrorKind::NotHeld, format!("lock '{}' {why}", state.resource)).with_resource(&state.resource)
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // Stop the watchdog without I/O: jobs hold only a weak reference, and
+        // this makes any job still queued a no-op even if a clone of the state
+        // is alive in an in-flight renewal.
+        self.state.timing().generation += 1;
+    }
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("resource", &self.state.resource)
+            .field("fencing_token", &self.state.fencing_token)
+            .field("status", &self.state.status())
+            .field("remaining", &self.state.remaining())
+            .field("token", &self.state.token)
+            .finish()
+    }
+}

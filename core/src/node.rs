@@ -1,0 +1,323 @@
+//! One Redis endpoint: a lazily (re)connected multiplexed connection, a hard
+//! per-request timeout, and scripts by `EVALSHA` with `NOSCRIPT` recovery.
+//!
+//! There are no hidden retries here: a request gets one try within the
+//! per-node timeout, and the caller (quorum logic, retry loop, watchdog)
+//! decides what to do next.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, RedisError, RedisResult, Value};
+use tokio::time::timeout;
+
+use crate::endpoint::{Endpoint, Topology};
+use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, classify_redis_error};
+use crate::scripts::LuaScript;
+
+/// TLS material shared by every node of a client.
+#[derive(Clone, Default)]
+pub(crate) struct TlsMaterial {
+    pub(crate) root_ca_pem: Option<Vec<u8>>,
+    pub(crate) client_cert_pem: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// What a node needs to connect.
+pub(crate) struct NodeSettings {
+    pub(crate) request_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) tls: TlsMaterial,
+}
+
+enum Factory {
+    Standalone(redis::Client),
+    Cluster(redis::cluster::ClusterClient),
+}
+
+#[derive(Clone)]
+enum Connection {
+    Standalone(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl Connection {
+    async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Connection::Standalone(c) => c.req_packed_command(cmd).await,
+            Connection::Cluster(c) => c.req_packed_command(cmd).await,
+        }
+    }
+}
+
+/// One Redis master (or one Redis Cluster) of a client.
+pub(crate) struct Node {
+    endpoint: Endpoint,
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    factory: Factory,
+    connection: Mutex<Option<Connection>>,
+    /// Serialises connection attempts so a burst of requests opens one socket.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// The raw reply of one node to one request, before quorum logic reads it.
+pub(crate) type Reply = std::result::Result<Value, NodeOutcome>;
+
+impl Node {
+    pub(crate) fn new(endpoint: Endpoint, settings: &NodeSettings) -> Result<Self> {
+        let mut info = endpoint.connection_info()?;
+        let mut redis_info = info.redis_settings().clone();
+        if let Some(user) = &settings.username {
+            redis_info = redis_info.set_username(user);
+        }
+        if let Some(password) = &settings.password {
+            redis_info = redis_info.set_password(password);
+        }
+        info = info.set_redis_settings(redis_info);
+        let certs = redis::TlsCertificates {
+            client_tls: settings
+                .tls
+                .client_cert_pem
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: settings.tls.root_ca_pem.clone(),
+        };
+        let has_custom_tls = certs.client_tls.is_some() || certs.root_cert.is_some();
+        let factory = match endpoint.topology {
+            Topology::Standalone if endpoint.tls && has_custom_tls => Factory::Standalone(
+                redis::Client::build_with_tls(info, certs).map_err(|e| config_error(&endpoint, e))?,
+            ),
+            Topology::Standalone => {
+                Factory::Standalone(redis::Client::open(info).map_err(|e| config_error(&endpoint, e))?)
+            }
+            Topology::Cluster => {
+                let mut builder = redis::cluster::ClusterClientBuilder::new(vec![info])
+                    .retries(0)
+                    .connection_timeout(settings.connect_timeout)
+                    .response_timeout(settings.request_timeout);
+                if endpoint.tls && has_custom_tls {
+                    builder = builder.certs(certs);
+                }
+                Factory::Cluster(builder.build().map_err(|e| config_error(&endpoint, e))?)
+            }
+        };
+        Ok(Node {
+            endpoint,
+            request_timeout: settings.request_timeout,
+            connect_timeout: settings.connect_timeout,
+            factory,
+            connection: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Opens the connection now (bounded by the connect timeout) so the first
+    /// lock does not pay for it. Returns the failure for the caller to judge.
+    pub(crate) async fn warm_up(&self) -> std::result::Result<(), NodeOutcome> {
+        match timeout(self.connect_timeout, self.connection()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(err)) => Err(NodeOutcome::Failed(classify_redis_error(&err))),
+            Err(_) => Err(NodeOutcome::TimedOut),
+        }
+    }
+
+    /// Runs one script on this node within the per-node timeout.
+    pub(crate) async fn eval(&self, script: &LuaScript, keys: &[&str], args: &[&str]) -> Reply {
+        let request = async {
+            let mut conn = self.connection().await?;
+            let result = run_script(&mut conn, script, keys, args).await;
+            if let Err(err) = &result {
+                self.forget_if_broken(err);
+            }
+            result
+        };
+        match timeout(self.request_timeout, request).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(NodeOutcome::Failed(classify_redis_error(&err))),
+            Err(_) => Err(NodeOutcome::TimedOut),
+        }
+    }
+
+    /// Runs the same script for many keys in one pipeline (one round trip),
+    /// within the per-node timeout. Used by the watchdog to renew many locks.
+    pub(crate) async fn eval_many(
+        &self,
+        script: &LuaScript,
+        calls: &[(Vec<&str>, Vec<&str>)],
+    ) -> std::result::Result<Vec<Reply>, NodeOutcome> {
+        let request = async {
+            let mut conn = self.connection().await?;
+            let replies = match &mut conn {
+                Connection::Standalone(c) => pipelined(c, script, calls).await,
+                Connection::Cluster(_) => {
+                    // A cluster pipeline would span slots; concurrent requests on
+                    // the multiplexed cluster connection are pipelined per shard anyway.
+                    let requests = calls.iter().map(|(keys, args)| {
+                        let mut conn = conn.clone();
+                        async move { run_script(&mut conn, script, keys, args).await }
+                    });
+                    Ok(futures_util::future::join_all(requests).await)
+                }
+            };
+            if let Err(err) = &replies {
+                self.forget_if_broken(err);
+            }
+            replies
+        };
+        match timeout(self.request_timeout, request).await {
+            Ok(Ok(replies)) => Ok(replies.into_iter().map(reply_from).collect()),
+            Ok(Err(err)) => Err(NodeOutcome::Failed(classify_redis_error(&err))),
+            Err(_) => Err(NodeOutcome::TimedOut),
+        }
+    }
+
+    async fn connection(&self) -> RedisResult<Connection> {
+        if let Some(conn) = self.cached() {
+            return Ok(conn);
+        }
+        let _gate = self.connecting.lock().await;
+        if let Some(conn) = self.cached() {
+            return Ok(conn);
+        }
+        let conn = match &self.factory {
+            Factory::Standalone(client) => {
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_response_timeout(None);
+                Connection::Standalone(
+                    client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?,
+                )
+            }
+            Factory::Cluster(client) => Connection::Cluster(client.get_async_connection().await?),
+        };
+        tracing::debug!(node = %self.endpoint, "connected");
+        *self.lock_slot() = Some(conn.clone());
+        Ok(conn)
+    }
+
+    fn cached(&self) -> Option<Connection> {
+        self.lock_slot().clone()
+    }
+
+    fn lock_slot(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+        // A poisoned slot only means a panic elsewhere while holding it; the
+        // Option inside is still valid.
+        self.connection
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Drops the cached connection after an error that means the socket is
+    /// gone, so the next request reconnects. Timeouts keep the connection: the
+    /// requests already written stay ordered before any later cleanup.
+    fn forget_if_broken(&self, err: &RedisError) {
+        if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() {
+            tracing::debug!(node = %self.endpoint, error = %err, "connection dropped; will reconnect");
+            *self.lock_slot() = None;
+        }
+    }
+}
+
+async fn pipelined(
+    conn: &mut redis::aio::MultiplexedConnection,
+    script: &LuaScript,
+    calls: &[(Vec<&str>, Vec<&str>)],
+) -> RedisResult<Vec<RedisResult<Value>>> {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for (keys, args) in calls {
+        pipe.add_command(evalsha(script, keys, args));
+    }
+    let mut replies: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
+    replies = replies.into_iter().map(server_error_as_err).collect();
+    if replies.iter().any(|r| matches!(r, Err(e) if is_noscript(e))) {
+        // The node lost its script cache (restart, SCRIPT FLUSH): EVAL once, which also re-caches it.
+        let mut retry = redis::pipe();
+        retry.ignore_errors();
+        for (keys, args) in calls {
+            retry.add_command(eval_source(script, keys, args));
+        }
+        let retried: Vec<RedisResult<Value>> = retry.query_async(conn).await?;
+        replies = retried.into_iter().map(server_error_as_err).collect();
+    }
+    Ok(replies)
+}
+
+/// Runs a script by `EVALSHA`, falling back to `EVAL` (which re-caches it)
+/// when the node has lost its script cache (restart, `SCRIPT FLUSH`).
+async fn run_script(
+    conn: &mut Connection,
+    script: &LuaScript,
+    keys: &[&str],
+    args: &[&str],
+) -> RedisResult<Value> {
+    match server_error_as_err(conn.query(&evalsha(script, keys, args)).await) {
+        Err(err) if is_noscript(&err) => {
+            server_error_as_err(conn.query(&eval_source(script, keys, args)).await)
+        }
+        other => other,
+    }
+}
+
+/// Error replies may arrive as values; treat them as errors in one place.
+fn server_error_as_err(result: RedisResult<Value>) -> RedisResult<Value> {
+    match result {
+        Ok(Value::ServerError(err)) => Err(err.into()),
+        other => other,
+    }
+}
+
+fn reply_from(result: RedisResult<Value>) -> Reply {
+    match server_error_as_err(result) {
+        Ok(value) => Ok(value),
+        Err(err) => Err(NodeOutcome::Failed(classify_redis_error(&err))),
+    }
+}
+
+fn evalsha(script: &LuaScript, keys: &[&str], args: &[&str]) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.sha()).arg(keys.len()).arg(keys).arg(args);
+    cmd
+}
+
+fn eval_source(script: &LuaScript, keys: &[&str], args: &[&str]) -> Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script.source).arg(keys.len()).arg(keys).arg(args);
+    cmd
+}
+
+fn is_noscript(err: &RedisError) -> bool {
+    err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+fn config_error(endpoint: &Endpoint, err: RedisError) -> Error {
+    let failure: NodeFailure = classify_redis_error(&err);
+    let kind = if failure.kind == ErrorKind::Tls {
+        ErrorKind::Tls
+    } else {
+        ErrorKind::Config
+    };
+    Error::new(kind, format!("cannot set up node {endpoint}: {}", failure.detail))
+}
+
+/// Reads an integer reply (scripts return integers or decimal strings).
+pub(crate) fn as_i64(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(*n),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        _ => None,
+    }
+}

@@ -1,0 +1,153 @@
+//! The nodes of one client, and the requests that go to all of them.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{NodeOutcome, NodeReport};
+use crate::node::{Node, Reply, as_i64};
+use crate::quorum::{Quorum, decide};
+use crate::scripts::LuaScript;
+
+/// Every node of a client with its majority rule and drift factor.
+pub(crate) struct NodeSet {
+    nodes: Vec<Node>,
+    quorum: Quorum,
+    drift_factor: f64,
+}
+
+/// One node's answer to a compare-and-act script (release, extend).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CompareAndAct {
+    Done,
+    HeldByOther,
+    Missing,
+}
+
+impl NodeSet {
+    pub(crate) fn new(nodes: Vec<Node>, drift_factor: f64) -> Self {
+        let quorum = Quorum::of(nodes.len());
+        NodeSet {
+            nodes,
+            quorum,
+            drift_factor,
+        }
+    }
+
+    pub(crate) fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    pub(crate) fn quorum(&self) -> Quorum {
+        self.quorum
+    }
+
+    /// The Redlock safety margin subtracted from every validity: `ttl·drift + 2 ms`.
+    pub(crate) fn safety_margin(&self, ttl: Duration) -> Duration {
+        ttl.mul_f64(self.drift_factor) + Duration::from_millis(2)
+    }
+
+    /// When a lock granted (or renewed) by requests sent at `sent` with `ttl`
+    /// stops being safe to rely on, or `None` if it already has.
+    pub(crate) fn valid_until(&self, sent: Instant, ttl: Duration) -> Option<Instant> {
+        let until = sent + ttl.checked_sub(self.safety_margin(ttl))?;
+        (until > Instant::now()).then_some(until)
+    }
+
+    /// Sends one script to every node in parallel and returns when the quorum decides.
+    pub(crate) async fn decide(
+        &self,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&str],
+        is_yes: impl Fn(&Reply) -> bool,
+    ) -> Vec<Option<Reply>> {
+        let requests = self.nodes.iter().map(|node| node.eval(script, keys, args));
+        decide(requests, self.quorum, is_yes).await
+    }
+
+    /// Sends one script to the chosen nodes and waits for every reply (each
+    /// bounded by the per-node timeout). For clean-up that must reach all.
+    pub(crate) async fn everywhere(
+        &self,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&str],
+        only: impl Fn(usize) -> bool,
+    ) -> Vec<Option<Reply>> {
+        let only = &only;
+        let requests = self.nodes.iter().enumerate().map(|(i, node)| async move {
+            if only(i) {
+                Some(node.eval(script, keys, args).await)
+            } else {
+                None
+            }
+        });
+        futures_util::future::join_all(requests).await
+    }
+
+    /// Per-node reports for an error message, reading replies with `describe`.
+    pub(crate) fn reports(
+        &self,
+        replies: &[Option<Reply>],
+        describe: impl Fn(&redis::Value) -> NodeOutcome,
+    ) -> Vec<NodeReport> {
+        self.nodes
+            .iter()
+            .zip(replies)
+            .map(|(node, reply)| NodeReport {
+                node: node.endpoint().to_string(),
+                outcome: match reply {
+                    None => NodeOutcome::Pending,
+                    Some(Ok(value)) => describe(value),
+                    Some(Err(outcome)) => outcome.clone(),
+                },
+            })
+            .collect()
+    }
+}
+
+/// Reads the reply of a compare-and-act script (1 done, 0 other owner, -1 missing).
+pub(crate) fn compare_and_act(reply: &Reply) -> Option<CompareAndAct> {
+    match reply.as_ref().ok().and_then(as_i64) {
+        Some(1) => Some(CompareAndAct::Done),
+        Some(0) => Some(CompareAndAct::HeldByOther),
+        Some(-1) => Some(CompareAndAct::Missing),
+        _ => None,
+    }
+}
+
+/// The node outcome a compare-and-act reply stands for.
+pub(crate) fn describe_compare_and_act(value: &redis::Value) -> NodeOutcome {
+    match compare_and_act(&Ok(value.clone())) {
+        Some(CompareAndAct::Done) => NodeOutcome::Ok,
+        Some(CompareAndAct::HeldByOther) => NodeOutcome::HeldByOther,
+        Some(CompareAndAct::Missing) => NodeOutcome::Missing,
+        None => unexpected(value),
+    }
+}
+
+/// An outcome for a reply that the protocol does not allow.
+pub(crate) fn unexpected(value: &redis::Value) -> NodeOutcome {
+    NodeOutcome::Failed(crate::error::NodeFailure {
+        kind: crate::ErrorKind::Unavailable,
+        detail: format!("unexpected script reply {value:?}; is another program using fencelock's keys?"),
+    })
+}
+
+/// Tallies compare-and-act replies: (done, definitely not ours, any held by other).
+pub(crate) fn tally(replies: &[Option<Reply>]) -> (usize, usize, bool) {
+    let mut done = 0;
+    let mut not_ours = 0;
+    let mut taken = false;
+    for reply in replies.iter().flatten() {
+        match compare_and_act(reply) {
+            Some(CompareAndAct::Done) => done += 1,
+            Some(CompareAndAct::HeldByOther) => {
+                not_ours += 1;
+                taken = true;
+            }
+            Some(CompareAndAct::Missing) => not_ours += 1,
+            None => {}
+        }
+    }
+    (done, not_ours, taken)
+}

@@ -1,0 +1,150 @@
+//! The one internal tokio runtime every front shares.
+//!
+//! All Redis I/O, timers and watchdog tasks run here, whatever executor (or
+//! none) the caller uses. The runtime is leaked on purpose: dropping a runtime
+//! from inside async code panics, and fronts (Python, Node, C) have no safe
+//! moment to drop it.
+//!
+//! tokio does not survive `fork()`: the child has the parent's memory but
+//! none of its threads. A child therefore gets a runtime of its own on first
+//! use, and objects made by the parent refuse to work in the child with
+//! [`ErrorKind::Closed`] instead of hanging.
+
+use std::future::Future;
+use std::sync::Mutex;
+
+use tokio::runtime::{Handle, Runtime};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// The runtime of the current process, by process id.
+static RUNTIME: Mutex<Option<(u32, Handle)>> = Mutex::new(None);
+
+/// Worker threads of the internal runtime: lock traffic is I/O bound.
+const WORKER_THREADS: usize = 2;
+
+/// The handle of this process's runtime, created on first use.
+pub(crate) fn handle() -> Result<Handle> {
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((owner, handle)) = slot.as_ref()
+        && *owner == pid
+    {
+        return Ok(handle.clone());
+    }
+    let runtime = build()?;
+    let handle = runtime.handle().clone();
+    // Never dropped: see the module docs.
+    std::mem::forget(runtime);
+    *slot = Some((pid, handle.clone()));
+    Ok(handle)
+}
+
+fn build() -> Result<Runtime> {
+    install_crypto_provider();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .thread_name("fencelock-rt")
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Closed,
+                format!("cannot start fencelock's runtime: {e}"),
+            )
+        })
+}
+
+/// rustls needs one process-wide crypto provider; redis-rs does not pick one.
+fn install_crypto_provider() {
+    // Err means another part of the process installed one already: fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The process id objects remember at creation, to detect use after `fork()`.
+pub(crate) fn current_pid() -> u32 {
+    std::process::id()
+}
+
+/// Fails when an object made in process `owner` is used in a forked child.
+pub(crate) fn ensure_same_process(owner: u32, what: &str) -> Result<()> {
+    if owner == std::process::id() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::Closed,
+            format!(
+                "this {what} was created in process {owner} and cannot be used after fork(); \
+                 create a new client in the child process (e.g. in a post-fork hook)"
+            ),
+        ))
+    }
+}
+
+/// Runs `future` on the internal runtime and awaits it from any executor.
+/// Dropping the returned future aborts the task.
+pub(crate) async fn run<F>(future: F) -> Result<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let task = AbortOnDrop(handle()?.spawn(future));
+    task.join().await
+}
+
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    async fn join(mut self) -> Result<T> {
+        (&mut self.0).await.map_err(|e| {
+            Error::new(
+                ErrorKind::Closed,
+                if e.is_panic() {
+                    "an internal fencelock task panicked; this is a bug, please report it".to_owned()
+                } else {
+                    "the operation was cancelled".to_owned()
+                },
+            )
+        })
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs `future` to completion from a thread with no async runtime.
+///
+/// Returns [`ErrorKind::WouldBlock`] when called from inside any tokio
+/// runtime (including fencelock's own threads, e.g. from a callback), where
+/// blocking would stall or deadlock it.
+pub fn block_on<F>(future: F) -> Result<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if Handle::try_current().is_ok() {
+        return Err(Error::new(
+            ErrorKind::WouldBlock,
+            "a blocking fencelock call was made from inside an async runtime (or a fencelock callback); \
+             use the async API there, or call from a plain thread",
+        ));
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let task = handle()?.spawn(async move {
+        let _ = tx.send(future.await);
+    });
+    rx.recv().map_err(|_| {
+        let reason = if task.is_finished() {
+            "panicked"
+        } else {
+            "was dropped"
+        };
+        Error::new(
+            ErrorKind::Closed,
+            format!("the fencelock task {reason} before finishing"),
+        )
+    })
+}

@@ -1,0 +1,173 @@
+//! The Lua scripts of the wire protocol, with their return codes.
+//!
+//! docs/protocol.md §3 is the normative description; any change here is a
+//! protocol change and needs a new protocol version.
+
+use std::sync::LazyLock;
+
+/// A script and its SHA1, so calls can go by `EVALSHA`.
+pub(crate) struct LuaScript {
+    pub(crate) name: &'static str,
+    pub(crate) source: &'static str,
+    pub(crate) script: redis::Script,
+}
+
+impl LuaScript {
+    fn new(name: &'static str, source: &'static str) -> Self {
+        LuaScript {
+            name,
+            source,
+            script: redis::Script::new(source),
+        }
+    }
+
+    pub(crate) fn sha(&self) -> &str {
+        self.script.get_hash()
+    }
+}
+
+/// Shared helper: compares two canonical decimal strings without going through
+/// Lua numbers (doubles lose precision above 2^53).
+const DECIMAL_LESS: &str = r#"
+local function decimal_less(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+"#;
+
+/// `ACQUIRE(KEYS = {lock, fence}, ARGV = {token, ttl_ms})`.
+///
+/// If the lock key is absent, set it to the token with `PX ttl` and return the
+/// new value of the fencing counter (`INCR fence`, ≥ 1). Otherwise return 0:
+/// held by another owner. Every attempt uses a fresh token.
+pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "acquire",
+        r#"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return 0
+"#,
+    )
+});
+
+/// `RELEASE(KEYS = {lock}, ARGV = {token})`: compare-and-delete.
+///
+/// Returns 1 when deleted, 0 when another owner holds the key, -1 when absent.
+pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "release",
+        r#"
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if current == false then return -1 end
+return 0
+"#,
+    )
+});
+
+/// `EXTEND(KEYS = {lock}, ARGV = {token, ttl_ms})`: compare-and-pexpire.
+///
+/// Returns 1 when extended, 0 when another owner holds the key, -1 when absent.
+/// Never re-creates a missing key.
+pub(crate) static EXTEND: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "extend",
+        r#"
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if current == false then return -1 end
+return 0
+"#,
+    )
+});
+
+/// `RAISE_FENCE(KEYS = {fence}, ARGV = {token})`: `counter = max(counter, token)`.
+///
+/// Returns 1 when the counter was raised, 0 when it was already at least `token`.
+pub(crate) static RAISE_FENCE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "raise_fence",
+        concat_script(&[
+            DECIMAL_LESS,
+            r#"
+local current = redis.call('GET', KEYS[1]) or '0'
+if decimal_less(current, ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+"#,
+        ]),
+    )
+});
+
+/// `FENCED_SET(KEYS = {data}, ARGV = {token, value})`.
+///
+/// The data key is a hash with fields `fence` and `value`. The write happens
+/// only when `token >= fence` (equal means the same holder writing again).
+/// Returns 1 when written, 0 when the token is stale.
+pub(crate) static FENCED_SET: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "fenced_set",
+        concat_script(&[
+            DECIMAL_LESS,
+            r#"
+local stored = redis.call('HGET', KEYS[1], 'fence')
+if stored and decimal_less(ARGV[1], stored) then return 0 end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
+return 1
+"#,
+        ]),
+    )
+});
+
+/// `FENCED_GET(KEYS = {data})`: `{value, fence}` of a fenced hash, or nil.
+pub(crate) static FENCED_GET: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "fenced_get",
+        r#"
+local fields = redis.call('HMGET', KEYS[1], 'value', 'fence')
+if not fields[2] then return false end
+return fields
+"#,
+    )
+});
+
+/// `STATUS(KEYS = {lock, fence})`: `{exists, pttl, counter}` for operators
+/// (never the token itself).
+pub(crate) static STATUS: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "status",
+        r#"
+local exists = redis.call('EXISTS', KEYS[1])
+local pttl = redis.call('PTTL', KEYS[1])
+local counter = redis.call('GET', KEYS[2]) or '0'
+return {exists, pttl, counter}
+"#,
+    )
+});
+
+fn concat_script(parts: &[&str]) -> &'static str {
+    Box::leak(parts.concat().into_boxed_str())
+}
+
+/// Every script, for pre-loading and for the protocol document's test vectors.
+pub(crate) fn all() -> [&'static LuaScript; 7] {
+    [
+        &ACQUIRE,
+        &FENCED_GET,
+        &RELEASE,
+        &EXTEND,
+        &RAISE_FENCE,
+        &FENCED_SET,
+        &STATUS,
+    ]
+}

@@ -1,0 +1,22 @@
+//! Real `redis-server` processes for fencelock's tests, demo and benchmarks.
+//!
+//! Each node runs on a free loopback port chosen at start (never a fixed
+//! one: another Redis may be running on the machine), in its own temporary
+//! directory, and is stopped by its PID when dropped, also when a test panics.
+//! Nothing here ever kills a process by name.
+//!
+//! ```no_run
+//! let nodes = fencelock_harness::RedisNode::start_many(5, &Default::default());
+//! nodes[0].pause();   // SIGSTOP
+//! nodes[0].resume();  // SIGCONT
+//! nodes[1].kill();    // SIGKILL
+//! nodes[1].restart(); // same port, same data directory
+//! ```
+
+#![warn(missing_docs)]
+
+mod cluster;
+mod process;
+
+pub use cluster::RedisCluster;
+pub use process::{NodeOptions, RedisNode, redis_server_path};

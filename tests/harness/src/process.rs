@@ -1,0 +1,273 @@
+//! One `redis-server` child process.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How a node is started.
+#[derive(Clone, Debug, Default)]
+pub struct NodeOptions {
+    /// Append-only file with `appendfsync always`: keys and fencing counters survive a restart.
+    pub aof: bool,
+    /// Extra `redis-server` arguments, e.g. `["--maxmemory", "4mb"]`.
+    pub extra_args: Vec<String>,
+    /// Run with `cluster-enabled yes` (used by [`crate::RedisCluster`]).
+    pub cluster: bool,
+}
+
+/// A running (or stopped) `redis-server` owned by this process.
+pub struct RedisNode {
+    port: u16,
+    dir: PathBuf,
+    options: NodeOptions,
+    child: Mutex<Option<Child>>,
+}
+
+static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
+
+/// Where `redis-server` is, or a panic that says how to install it.
+pub fn redis_server_path() -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("redis-server"))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "redis-server is not on PATH. The tests run real Redis nodes: install them with \
+                 `sudo apt-get install -y redis-server` (Debian/Ubuntu) or run ./scripts/test.sh, which does it for you."
+            )
+        })
+}
+
+impl RedisNode {
+    /// Starts one node and waits until it answers PING.
+    pub fn start(options: &NodeOptions) -> RedisNode {
+        let node = RedisNode::spawn(options.clone());
+        node.wait_ready();
+        node
+    }
+
+    /// Starts `n` nodes at once (processes spawned together, then awaited),
+    /// which is much faster than starting them one by one.
+    pub fn start_many(n: usize, options: &NodeOptions) -> Vec<RedisNode> {
+        let nodes: Vec<RedisNode> = (0..n).map(|_| RedisNode::spawn(options.clone())).collect();
+        for node in &nodes {
+            node.wait_ready();
+        }
+        nodes
+    }
+
+    fn spawn(options: NodeOptions) -> RedisNode {
+        let dir = std::env::temp_dir().join(format!(
+            "fencelock-redis-{}-{}",
+            std::process::id(),
+            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create a temporary directory for redis-server");
+        let node = RedisNode {
+            port: free_port(),
+            dir,
+            options,
+            child: Mutex::new(None),
+        };
+        node.launch();
+        node
+    }
+
+    fn launch(&self) {
+        let mut command = Command::new(redis_server_path());
+        command
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--daemonize", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(self.dir.join("redis.log"))
+            .args(if self.options.aof {
+                ["--appendonly", "yes", "--appendfsync", "always"]
+            } else {
+                ["--appendonly", "no", "--appendfsync", "everysec"]
+            })
+            .args(&self.options.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if self.options.cluster {
+            command
+                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
+                .arg("--cluster-config-file")
+                .arg(self.dir.join("nodes.conf"));
+        }
+        // If this process dies without running destructors, take the server with it.
+        // SAFETY: only async-signal-safe prctl is called between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
+        *self.child.lock().unwrap() = Some(child);
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.ping() {
+                return;
+            }
+            if let Some(status) = self
+                .child
+                .lock()
+                .unwrap()
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "redis-server on port {} exited at start ({status}); log:\n{}",
+                    self.port,
+                    std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!(
+            "redis-server on port {} did not answer PING within 10 s",
+            self.port
+        );
+    }
+
+    fn ping(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut reply = [0u8; 7];
+        stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut reply).is_ok()
+            && &reply == b"+PONG\r\n"
+    }
+
+    /// The loopback port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.lock().unwrap().as_ref().map(Child::id)
+    }
+
+    /// The node's data directory (AOF, log).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Sends SIGKILL and reaps the process: a crash.
+    pub fn kill(&self) {
+        if let Some(mut child) = self.child.lock().unwrap().take() {
+            // SIGCONT first: a stopped process still dies on SIGKILL, but be explicit.
+            signal(&child, libc::SIGCONT);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and directory (with AOF, keys survive).
+    pub fn restart(&self) {
+        self.kill();
+        self.launch();
+        self.wait_ready();
+    }
+
+    /// SIGSTOP: the node keeps its sockets but answers nothing.
+    pub fn pause(&self) {
+        if let Some(child) = self.child.lock().unwrap().as_ref() {
+            signal(child, libc::SIGSTOP);
+        }
+    }
+
+    /// SIGCONT after [`RedisNode::pause`].
+    pub fn resume(&self) {
+        if let Some(child) = self.child.lock().unwrap().as_ref() {
+            signal(child, libc::SIGCONT);
+        }
+    }
+
+    /// A plain synchronous connection, for assertions and fault injection.
+    pub fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", self.url()))
+    }
+
+    /// Runs one command and returns its reply.
+    pub fn command(&self, args: &[&str]) -> redis::Value {
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut self.connection())
+            .unwrap_or_else(|e| panic!("{args:?} on {} failed: {e}", self.url()))
+    }
+
+    /// Calls from `INFO commandstats` for one command, e.g. `"pexpire"`.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.connection())
+            .expect("INFO commandstats");
+        let prefix = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, sig);
+    }
+}
+
+/// A port the kernel just handed out on 127.0.0.1. Another process could take
+/// it before redis-server binds; `wait_ready` then fails loudly rather than
+/// talking to a stranger, since the child would have exited.
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("bind an ephemeral loopback port")
+}
+
+impl Drop for RedisNode {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl std::fmt::Debug for RedisNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisNode")
+            .field("port", &self.port)
+            .field("pid", &self.pid())
+            .finish()
+    }
+}
