@@ -135,9 +135,17 @@ impl Node {
     pub(crate) async fn eval(&self, script: &LuaScript, keys: &[&str], args: &[&str]) -> Reply {
         let request = async {
             let mut conn = self.connection().await?;
-            let result = run_script(&mut conn, script, keys, args).await;
-            if let Err(err) = &result {
-                self.forget_if_broken(err);
+            let mut result = run_script(&mut conn, script, keys, args).await;
+            if let Err(err) = &result
+                && self.forget_if_broken(err)
+            {
+                // The socket was found dead (e.g. the node restarted): one fresh
+                // connection, still inside the same per-node deadline.
+                let mut conn = self.connection().await?;
+                result = run_script(&mut conn, script, keys, args).await;
+                if let Err(err) = &result {
+                    self.forget_if_broken(err);
+                }
             }
             result
         };
@@ -222,11 +230,13 @@ impl Node {
     /// Drops the cached connection after an error that means the socket is
     /// gone, so the next request reconnects. Timeouts keep the connection: the
     /// requests already written stay ordered before any later cleanup.
-    fn forget_if_broken(&self, err: &RedisError) {
-        if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() {
+    fn forget_if_broken(&self, err: &RedisError) -> bool {
+        let broken = err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error();
+        if broken {
             tracing::debug!(node = %self.endpoint, error = %err, "connection dropped; will reconnect");
             *self.lock_slot() = None;
         }
+        broken
     }
 }
 
