@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::ClientShared;
-use crate::error::{Error, ErrorKind, NodeOutcome, Result};
+use crate::error::{Error, ErrorKind, NodeOutcome, Result, quorum_failure_kind};
 use crate::fencing::{raise_to, token_from_grants};
 use crate::keys::LockKeys;
 use crate::lock::{Lock, LockState};
@@ -160,50 +160,30 @@ fn refusal(nodes: &NodeSet, replies: &[Option<Reply>], resource: &str) -> Error 
         .iter()
         .filter(|r| r.outcome == NodeOutcome::HeldByOther)
         .count();
-    let failures: Vec<&NodeOutcome> = reports
+    let failures = reports
         .iter()
-        .map(|r| &r.outcome)
-        .filter(|o| matches!(o, NodeOutcome::TimedOut | NodeOutcome::Failed(_)))
-        .collect();
+        .filter(|r| matches!(r.outcome, NodeOutcome::TimedOut | NodeOutcome::Failed(_)))
+        .count();
     let total = nodes.nodes().len();
     let needed = nodes.quorum().needed();
-    let (kind, message) = if held > 0 && held >= failures.len() {
+    let (kind, message) = if held > 0 && held >= failures {
         (
             ErrorKind::NotAcquired,
             format!("lock '{resource}' is held by another owner ({held} of {total} nodes said so)"),
         )
     } else {
         (
-            failure_kind(&failures),
+            quorum_failure_kind(&reports),
             format!(
                 "could not reach a majority for lock '{resource}': {} of {total} nodes failed or timed out, \
                  {needed} must answer; check that the nodes are up and reachable",
-                failures.len()
+                failures
             ),
         )
     };
     Error::new(kind, message)
         .with_resource(resource)
         .with_nodes(reports)
-}
-
-/// `Auth` or `Tls` when every failure says so (a configuration problem to fix), else `Unavailable`.
-fn failure_kind(failures: &[&NodeOutcome]) -> ErrorKind {
-    let kinds: Vec<ErrorKind> = failures
-        .iter()
-        .map(|o| match o {
-            NodeOutcome::Failed(f) => f.kind,
-            _ => ErrorKind::Unavailable,
-        })
-        .collect();
-    match kinds.first() {
-        Some(&first)
-            if matches!(first, ErrorKind::Auth | ErrorKind::Tls) && kinds.iter().all(|&k| k == first) =>
-        {
-            first
-        }
-        _ => ErrorKind::Unavailable,
-    }
 }
 
 /// Undoes an attempt that did not hand out a lock, on every node that may

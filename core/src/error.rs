@@ -230,15 +230,44 @@ impl std::error::Error for Error {}
 /// Classifies a redis-rs error so quorum errors can report the right kind.
 pub(crate) fn classify_redis_error(err: &redis::RedisError) -> NodeFailure {
     use redis::{ErrorKind as Rk, ServerErrorKind as Sk};
+    let text = err.to_string();
+    if is_permission_error(err, &text) {
+        return NodeFailure {
+            kind: ErrorKind::Auth,
+            detail: format!(
+                "permission denied by the node's ACL ({text}); grant the commands listed in docs/protocol.md"
+            ),
+        };
+    }
     let kind = match err.kind() {
-        Rk::AuthenticationFailed | Rk::Server(Sk::NoPerm) => ErrorKind::Auth,
+        Rk::AuthenticationFailed => ErrorKind::Auth,
         Rk::InvalidClientConfig => ErrorKind::Config,
         _ if looks_like_tls(err) => ErrorKind::Tls,
         _ => ErrorKind::Unavailable,
     };
-    NodeFailure {
-        kind,
-        detail: err.to_string(),
+    NodeFailure { kind, detail: text }
+}
+
+/// NOPERM replies, and ACL refusals raised inside scripts (plain error replies).
+fn is_permission_error(err: &redis::RedisError, text: &str) -> bool {
+    err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+        || text.contains("can't run this command")
+        || text.contains("no permissions to access")
+}
+
+/// The kind for a quorum that failed: `Auth` or `Tls` when every failing node
+/// says so (a configuration problem to fix, not to retry), else `Unavailable`.
+pub(crate) fn quorum_failure_kind(reports: &[NodeReport]) -> ErrorKind {
+    let mut kinds = reports.iter().filter_map(|r| match &r.outcome {
+        NodeOutcome::Failed(failure) => Some(failure.kind),
+        NodeOutcome::TimedOut => Some(ErrorKind::Unavailable),
+        _ => None,
+    });
+    match kinds.next() {
+        Some(first) if matches!(first, ErrorKind::Auth | ErrorKind::Tls) && kinds.all(|k| k == first) => {
+            first
+        }
+        _ => ErrorKind::Unavailable,
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::client::ClientShared;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, quorum_failure_kind};
 use crate::keys::LockKeys;
 use crate::node_set::{describe_compare_and_act, tally};
 use crate::options::{RenewalPolicy, validate_ttl};
@@ -326,7 +326,7 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
         .with_nodes(reports));
     }
     Err(Error::new(
-        ErrorKind::Unavailable,
+        quorum_failure_kind(&reports),
         format!(
             "cannot extend lock '{}': only {done} of {} nodes confirmed ({} needed); the lock stays valid for {:?} \
              unless a retry succeeds",
@@ -368,7 +368,7 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
         return Err(not_held(state, "had already expired or been taken over").with_nodes(reports));
     }
     Err(Error::new(
-        ErrorKind::Unavailable,
+        quorum_failure_kind(&reports),
         format!(
             "release of lock '{}' reached only {done} of {} nodes; the rest expire at the ttl",
             state.resource,

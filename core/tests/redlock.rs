@@ -45,18 +45,27 @@ async fn quorum_matrix(n: usize, fault: Fault) {
         let should_succeed = n - down.len() >= quorum;
         match result {
             Ok(Some(lock)) => {
-                assert!(should_succeed, "n={n} {fault:?} {down:?}: acquired without a majority");
+                assert!(
+                    should_succeed,
+                    "n={n} {fault:?} {down:?}: acquired without a majority"
+                );
                 assert!(lock.is_held());
                 let _ = lock.release().await;
             }
             Ok(None) => panic!("n={n} {fault:?} {down:?}: reported 'held by another' with no other holder"),
             Err(err) => {
-                assert!(!should_succeed, "n={n} {fault:?} {down:?}: failed with a majority up: {err}");
+                assert!(
+                    !should_succeed,
+                    "n={n} {fault:?} {down:?}: failed with a majority up: {err}"
+                );
                 assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
                 assert_eq!(err.nodes().len(), n);
                 for &i in &down {
                     assert!(
-                        matches!(err.nodes()[i].outcome, NodeOutcome::TimedOut | NodeOutcome::Failed(_) | NodeOutcome::Pending),
+                        matches!(
+                            err.nodes()[i].outcome,
+                            NodeOutcome::TimedOut | NodeOutcome::Failed(_) | NodeOutcome::Pending
+                        ),
                         "node {i} reported {:?}",
                         err.nodes()[i].outcome
                     );
@@ -64,7 +73,10 @@ async fn quorum_matrix(n: usize, fault: Fault) {
             }
         }
         // Bounded latency: a dead or paused minority costs at most one per-node timeout.
-        assert!(elapsed < NODE_TIMEOUT * 3 + ms(200), "n={n} {fault:?} {down:?}: took {elapsed:?}");
+        assert!(
+            elapsed < NODE_TIMEOUT * 3 + ms(200),
+            "n={n} {fault:?} {down:?}: took {elapsed:?}"
+        );
         for &i in &down {
             undo(fault, &nodes[i]);
         }
@@ -99,7 +111,10 @@ async fn foreign_holders_on_a_majority_mean_not_acquired() {
     for node in &nodes[..3] {
         node.command(&["SET", &lock_key("clog"), "someone-else", "PX", "5000"]);
     }
-    let err = client.acquire("clog", LockOptions::new(ms(2000)).wait(Duration::ZERO)).await.unwrap_err();
+    let err = client
+        .acquire("clog", LockOptions::new(ms(2000)).wait(Duration::ZERO))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotAcquired, "{err}");
     assert!(err.to_string().contains("held by another"), "{err}");
     tokio::time::sleep(ms(100)).await;
@@ -124,11 +139,20 @@ async fn reported_validity_is_within_the_bound_and_below_every_pttl() {
             .unwrap();
         let remaining = lock.remaining();
         let bound = ttl - ttl.mul_f64(0.01) - ms(2);
-        assert!(remaining <= bound, "validity {remaining:?} over the bound {bound:?}");
-        assert!(remaining + before.elapsed() + ms(50) >= bound, "validity {remaining:?} far below the bound");
+        assert!(
+            remaining <= bound,
+            "validity {remaining:?} over the bound {bound:?}"
+        );
+        assert!(
+            remaining + before.elapsed() + ms(50) >= bound,
+            "validity {remaining:?} far below the bound"
+        );
         for node in &nodes {
             let pttl = pttl(node, &lock_key(lock.resource()));
-            assert!(pttl as u128 + 1 >= lock.remaining().as_millis(), "PTTL {pttl} below validity");
+            assert!(
+                pttl as u128 + 1 >= lock.remaining().as_millis(),
+                "PTTL {pttl} below validity"
+            );
         }
         lock.release().await.unwrap();
     }
@@ -150,15 +174,25 @@ async fn fencing_counter_is_raised_on_a_majority_when_counters_disagree() {
     nodes[1].command(&["SET", "fencelock:{fx}:fence", "50"]);
     let lock = client.acquire("fx", LockOptions::new(ms(2000))).await.unwrap();
     let counter = |node: &RedisNode| get(node, "fencelock:{fx}:fence").unwrap().parse::<u64>().unwrap();
-    assert!(lock.fencing_token() >= 51, "token {} is not the max over the grants", lock.fencing_token());
-    let raised = nodes.iter().filter(|n| counter(n) >= lock.fencing_token()).count();
+    assert!(
+        lock.fencing_token() >= 51,
+        "token {} is not the max over the grants",
+        lock.fencing_token()
+    );
+    let raised = nodes
+        .iter()
+        .filter(|n| counter(n) >= lock.fencing_token())
+        .count();
     assert!(raised >= 2, "counter raised to the token on only {raised} nodes");
     lock.release().await.unwrap();
     // Any later majority issues a larger token, whichever node is missing.
     for down in 0..3 {
         nodes[down].pause();
         let next = client.acquire("fx", LockOptions::new(ms(2000))).await.unwrap();
-        assert!(next.fencing_token() > lock.fencing_token(), "node {down} down: token went back");
+        assert!(
+            next.fencing_token() > lock.fencing_token(),
+            "node {down} down: token went back"
+        );
         next.release().await.unwrap();
         nodes[down].resume();
         tokio::time::sleep(ms(150)).await;
@@ -206,7 +240,10 @@ async fn fencing_tokens_strictly_increase_across_clients_while_a_node_restarts()
     }
     assert!(tokens.len() >= 1000);
     let inversions = tokens.windows(2).filter(|w| w[0] >= w[1]).count();
-    assert_eq!(inversions, 0, "fencing tokens not strictly increasing in grant order");
+    assert_eq!(
+        inversions, 0,
+        "fencing tokens not strictly increasing in grant order"
+    );
 }
 
 #[tokio::test]
@@ -215,8 +252,14 @@ async fn redlock_error_names_the_nodes() {
     let client = client(&nodes).await;
     nodes[0].kill();
     nodes[1].kill();
-    let err = client.acquire("named", LockOptions::new(ms(1000)).wait(ms(0))).await.unwrap_err();
+    let err = client
+        .acquire("named", LockOptions::new(ms(1000)).wait(ms(0)))
+        .await
+        .unwrap_err();
     let text = err.to_string();
-    assert!(text.contains(&nodes[0].url()) && text.contains(&nodes[2].url()), "{text}");
+    assert!(
+        text.contains(&nodes[0].url()) && text.contains(&nodes[2].url()),
+        "{text}"
+    );
     assert!(text.contains("majority"), "{text}");
 }

@@ -22,9 +22,15 @@ async fn watchdog_keeps_the_lock_for_ten_ttls_then_stops_after_release() {
             assert!(lock.is_held(), "n={n}: lock reported not held while renewed");
             tokio::time::sleep(ms(25)).await;
         }
-        assert!(min_pttl > 0, "n={n}: key vanished while held (min PTTL {min_pttl})");
+        assert!(
+            min_pttl > 0,
+            "n={n}: key vanished while held (min PTTL {min_pttl})"
+        );
         let renewals = lock.renewals();
-        assert!((25..=36).contains(&renewals), "n={n}: {renewals} renewals in 10 TTLs (expected about 30)");
+        assert!(
+            (25..=36).contains(&renewals),
+            "n={n}: {renewals} renewals in 10 TTLs (expected about 30)"
+        );
         lock.release().await.unwrap();
         let after_release = nodes[0].command_calls("evalsha") + nodes[0].command_calls("eval");
         tokio::time::sleep(ttl * 3).await;
@@ -38,7 +44,10 @@ async fn watchdog_keeps_the_lock_for_ten_ttls_then_stops_after_release() {
 async fn dropping_the_lock_stops_renewal_and_the_key_expires() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     let client = client(&nodes).await;
-    let lock = client.acquire("dropped", LockOptions::new(ms(300))).await.unwrap();
+    let lock = client
+        .acquire("dropped", LockOptions::new(ms(300)))
+        .await
+        .unwrap();
     tokio::time::sleep(ms(150)).await;
     drop(lock);
     let calls = nodes[0].command_calls("evalsha");
@@ -55,19 +64,31 @@ async fn loss_after(tamper: impl FnOnce(&RedisNode), expected: LossReason) {
     tokio::time::sleep(ms(50)).await;
     tamper(&nodes[0]);
     let tampered = Instant::now();
-    let reason = tokio::time::timeout(ttl, lock.lost()).await.expect("loss signalled");
+    let reason = tokio::time::timeout(ttl, lock.lost())
+        .await
+        .expect("loss signalled");
     let delay = tampered.elapsed();
     assert_eq!(reason, expected);
     // Detected at the next renewal: within one renew interval plus the per-node timeout.
-    assert!(delay <= ttl / 3 + NODE_TIMEOUT + ms(50), "loss detected after {delay:?}");
+    assert!(
+        delay <= ttl / 3 + NODE_TIMEOUT + ms(50),
+        "loss detected after {delay:?}"
+    );
     assert!(!lock.is_held());
     assert_eq!(lock.status(), LockStatus::Lost(expected));
-    assert_eq!(lock.release().await.unwrap_err().kind(), fencelock::ErrorKind::NotHeld);
+    assert_eq!(
+        lock.release().await.unwrap_err().kind(),
+        fencelock::ErrorKind::NotHeld
+    );
 }
 
 #[tokio::test]
 async fn deleted_key_is_signalled_as_loss() {
-    loss_after(|node| drop(node.command(&["DEL", &lock_key("victim")])), LossReason::Deleted).await;
+    loss_after(
+        |node| drop(node.command(&["DEL", &lock_key("victim")])),
+        LossReason::Deleted,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -76,10 +97,19 @@ async fn taken_over_key_is_signalled_and_left_alone() {
     let client = client(&nodes).await;
     let lock = client.acquire("victim", LockOptions::new(ms(600))).await.unwrap();
     nodes[0].command(&["SET", &lock_key("victim"), "intruder", "PX", "10000"]);
-    let reason = tokio::time::timeout(ms(600), lock.lost()).await.expect("loss signalled");
+    let reason = tokio::time::timeout(ms(600), lock.lost())
+        .await
+        .expect("loss signalled");
     assert_eq!(reason, LossReason::TakenOver);
-    assert_eq!(lock.release().await.unwrap_err().kind(), fencelock::ErrorKind::NotHeld);
-    assert_eq!(get(&nodes[0], &lock_key("victim")).as_deref(), Some("intruder"), "foreign key touched");
+    assert_eq!(
+        lock.release().await.unwrap_err().kind(),
+        fencelock::ErrorKind::NotHeld
+    );
+    assert_eq!(
+        get(&nodes[0], &lock_key("victim")).as_deref(),
+        Some("intruder"),
+        "foreign key touched"
+    );
 }
 
 #[tokio::test]
@@ -92,7 +122,10 @@ async fn minority_loss_keeps_the_lock_majority_loss_loses_it() {
     let nodes = RedisNode::start_many(5, &NodeOptions::default());
     let client = client(&nodes).await;
     let ttl = ms(600);
-    let lock = client.acquire("quorum-held", LockOptions::new(ttl)).await.unwrap();
+    let lock = client
+        .acquire("quorum-held", LockOptions::new(ttl))
+        .await
+        .unwrap();
     nodes[0].kill();
     nodes[1].kill();
     tokio::time::sleep(ttl * 3).await;
@@ -102,10 +135,16 @@ async fn minority_loss_keeps_the_lock_majority_loss_loses_it() {
     assert!(renewals >= 6, "only {renewals} renewals with a majority up");
     nodes[2].kill();
     let killed = Instant::now();
-    let reason = tokio::time::timeout(ttl * 2, lock.lost()).await.expect("loss signalled");
+    let reason = tokio::time::timeout(ttl * 2, lock.lost())
+        .await
+        .expect("loss signalled");
     assert_eq!(reason, LossReason::Unreachable);
     // Transient failures are retried until the validity runs out, not longer.
-    assert!(killed.elapsed() <= ttl + ms(100), "loss signalled after {:?}", killed.elapsed());
+    assert!(
+        killed.elapsed() <= ttl + ms(100),
+        "loss signalled after {:?}",
+        killed.elapsed()
+    );
     let err = lock.release().await.unwrap_err();
     assert_eq!(err.kind(), fencelock::ErrorKind::NotHeld);
 }
@@ -115,21 +154,38 @@ async fn renewal_limits_stop_the_watchdog() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     let client = client(&nodes).await;
     let ttl = ms(300);
-    let lock = client.acquire("capped", LockOptions::new(ttl).max_renewals(2)).await.unwrap();
-    let reason = tokio::time::timeout(ms(2000), lock.lost()).await.expect("expiry signalled");
+    let lock = client
+        .acquire("capped", LockOptions::new(ttl).max_renewals(2))
+        .await
+        .unwrap();
+    let reason = tokio::time::timeout(ms(2000), lock.lost())
+        .await
+        .expect("expiry signalled");
     assert_eq!(reason, LossReason::Expired);
     assert_eq!(lock.renewals(), 2);
-    let held = client.acquire("held-max", LockOptions::new(ttl).max_hold(ms(700))).await.unwrap();
+    let held = client
+        .acquire("held-max", LockOptions::new(ttl).max_hold(ms(700)))
+        .await
+        .unwrap();
     let started = Instant::now();
-    tokio::time::timeout(ms(2000), held.lost()).await.expect("expiry signalled");
-    assert!(started.elapsed() <= ms(800), "held {:?} past max_hold", started.elapsed());
+    tokio::time::timeout(ms(2000), held.lost())
+        .await
+        .expect("expiry signalled");
+    assert!(
+        started.elapsed() <= ms(800),
+        "held {:?} past max_hold",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
 async fn extend_changes_the_ttl_of_later_renewals() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     let client = client(&nodes).await;
-    let lock = client.acquire("ext-renew", LockOptions::new(ms(3000))).await.unwrap();
+    let lock = client
+        .acquire("ext-renew", LockOptions::new(ms(3000)))
+        .await
+        .unwrap();
     lock.extend(ms(300)).await.unwrap();
     assert!(lock.remaining() <= ms(300));
     // Renewed every 100 ms now, so it stays alive well past 300 ms.
@@ -147,7 +203,12 @@ async fn three_hundred_locks_stay_renewed_together() {
     let ttl = ms(600);
     let mut locks = Vec::new();
     for i in 0..300 {
-        locks.push(client.acquire(&format!("many:{i}"), LockOptions::new(ttl)).await.unwrap());
+        locks.push(
+            client
+                .acquire(&format!("many:{i}"), LockOptions::new(ttl))
+                .await
+                .unwrap(),
+        );
     }
     tokio::time::sleep(ttl * 2).await;
     assert!(locks.iter().all(|l| l.is_held() && l.renewals() >= 3));
