@@ -229,7 +229,7 @@ impl std::error::Error for Error {}
 
 /// Classifies a redis-rs error so quorum errors can report the right kind.
 pub(crate) fn classify_redis_error(err: &redis::RedisError) -> NodeFailure {
-    use redis::{ErrorKind as Rk, ServerErrorKind as Sk};
+    use redis::ErrorKind as Rk;
     let text = err.to_string();
     if is_permission_error(err, &text) {
         return NodeFailure {

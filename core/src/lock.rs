@@ -295,18 +295,18 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
         .await;
     let (done, not_ours, taken) = tally(&replies);
     let quorum = nodes.quorum();
-    if quorum.reached(done) {
-        if let Some(valid_until) = nodes.valid_until(sent, ttl) {
-            {
-                let mut timing = state.timing();
-                timing.ttl = ttl;
-                timing.valid_until = valid_until;
-                timing.generation += 1;
-            }
-            client.watchdog.reschedule(state);
-            tracing::debug!(resource = %state.resource, ttl_ms = ttl.as_millis() as u64, "lock extended");
-            return Ok(());
+    if quorum.reached(done)
+        && let Some(valid_until) = nodes.valid_until(sent, ttl)
+    {
+        {
+            let mut timing = state.timing();
+            timing.ttl = ttl;
+            timing.valid_until = valid_until;
+            timing.generation += 1;
         }
+        client.watchdog.reschedule(state);
+        tracing::debug!(resource = %state.resource, ttl_ms = ttl.as_millis() as u64, "lock extended");
+        return Ok(());
     }
     let reports = nodes.reports(&replies, describe_compare_and_act);
     if quorum.impossible(not_ours) {

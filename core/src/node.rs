@@ -32,6 +32,8 @@ pub(crate) struct NodeSettings {
     pub(crate) tls: TlsMaterial,
 }
 
+// One per node, built once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Factory {
     Standalone(redis::Client),
     Cluster(redis::cluster::ClusterClient),

@@ -7,6 +7,8 @@ use std::sync::LazyLock;
 
 /// A script and its SHA1, so calls can go by `EVALSHA`.
 pub(crate) struct LuaScript {
+    /// For messages about a script (the protocol-document check).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) name: &'static str,
     pub(crate) source: &'static str,
     pub(crate) script: redis::Script,
@@ -159,7 +161,8 @@ fn concat_script(parts: &[&str]) -> &'static str {
     Box::leak(parts.concat().into_boxed_str())
 }
 
-/// Every script, for pre-loading and for the protocol document's test vectors.
+/// Every script, for the protocol document check.
+#[cfg(test)]
 pub(crate) fn all() -> [&'static LuaScript; 7] {
     [
         &ACQUIRE,
@@ -170,4 +173,22 @@ pub(crate) fn all() -> [&'static LuaScript; 7] {
         &FENCED_SET,
         &STATUS,
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    /// docs/protocol.md is the contract other implementations are written
+    /// from: every script must appear there exactly as it is sent.
+    #[test]
+    fn protocol_document_carries_every_script_verbatim() {
+        let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/protocol.md");
+        let doc = std::fs::read_to_string(doc_path).expect("docs/protocol.md exists");
+        for script in super::all() {
+            assert!(
+                doc.contains(script.source.trim()),
+                "docs/protocol.md does not carry the {} script as sent; update the document",
+                script.name
+            );
+        }
+    }
 }
