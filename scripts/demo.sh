@@ -3,5 +3,5 @@
 # Debian package if missing), shows what fencelock guarantees, stops them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/ensure-redis.sh
+source scripts/ensure-deps.sh
 exec cargo run --quiet --release -p fencelock-demo

@@ -3,7 +3,7 @@
 # redis-server processes (installing the Debian package if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/ensure-redis.sh
+source scripts/ensure-deps.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (all targets, warnings are errors)"

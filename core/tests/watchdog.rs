@@ -121,18 +121,18 @@ async fn flushall_is_signalled_as_loss() {
 async fn minority_loss_keeps_the_lock_majority_loss_loses_it() {
     let nodes = RedisNode::start_many(5, &NodeOptions::default());
     let client = client(&nodes).await;
-    let ttl = ms(600);
+    let ttl = ms(1000);
     let lock = client
         .acquire("quorum-held", LockOptions::new(ttl))
         .await
         .unwrap();
     nodes[0].kill();
     nodes[1].kill();
-    tokio::time::sleep(ttl * 3).await;
+    tokio::time::sleep(ttl * 2).await;
     assert!(lock.is_held(), "lost with 3 of 5 nodes up");
     assert_eq!(lock.status(), LockStatus::Held);
     let renewals = lock.renewals();
-    assert!(renewals >= 6, "only {renewals} renewals with a majority up");
+    assert!(renewals >= 4, "only {renewals} renewals with a majority up");
     nodes[2].kill();
     let killed = Instant::now();
     let reason = tokio::time::timeout(ttl * 2, lock.lost())

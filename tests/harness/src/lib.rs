@@ -19,4 +19,4 @@ mod cluster;
 mod process;
 
 pub use cluster::RedisCluster;
-pub use process::{NodeOptions, RedisNode, redis_server_path};
+pub use process::{NodeOptions, RedisNode, TlsFiles, redis_server_path};

@@ -18,11 +18,26 @@ pub struct NodeOptions {
     pub extra_args: Vec<String>,
     /// Run with `cluster-enabled yes` (used by [`crate::RedisCluster`]).
     pub cluster: bool,
+    /// Also listen with TLS on a second port ([`RedisNode::tls_port`]); the
+    /// plain port stays for the harness's own readiness checks.
+    pub tls: Option<TlsFiles>,
+}
+
+/// PEM files for a TLS listener.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// The server certificate.
+    pub cert: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+    /// The CA that signed client certificates (client certificates are not required).
+    pub ca: PathBuf,
 }
 
 /// A running (or stopped) `redis-server` owned by this process.
 pub struct RedisNode {
     port: u16,
+    tls_port: Option<u16>,
     dir: PathBuf,
     options: NodeOptions,
     child: Mutex<Option<Child>>,
@@ -72,6 +87,7 @@ impl RedisNode {
         std::fs::create_dir_all(&dir).expect("create a temporary directory for redis-server");
         let node = RedisNode {
             port: free_port(),
+            tls_port: options.tls.as_ref().map(|_| free_port()),
             dir,
             options,
             child: Mutex::new(None),
@@ -98,6 +114,16 @@ impl RedisNode {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if let (Some(tls), Some(port)) = (&self.options.tls, self.tls_port) {
+            command
+                .args(["--tls-port", &port.to_string(), "--tls-auth-clients", "no"])
+                .arg("--tls-cert-file")
+                .arg(&tls.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.ca);
+        }
         if self.options.cluster {
             command
                 .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
@@ -159,6 +185,11 @@ impl RedisNode {
     /// The loopback port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The TLS port, when started with [`NodeOptions::tls`].
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls_port
     }
 
     /// `redis://127.0.0.1:PORT`.

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what the tests and the demo need from Debian's packages when it is
+# missing: redis-server (real nodes) and openssl (test certificates for TLS).
+# Sourced by scripts/demo.sh and scripts/test.sh.
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]} from Debian's packages (apt-get)…"
+  sudo_cmd=""
+  if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+  $sudo_cmd apt-get update -qq
+  # The package's own service is not needed: the tests and the demo start their own nodes.
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+command -v redis-server >/dev/null 2>&1 || { echo "could not install redis-server" >&2; exit 1; }
