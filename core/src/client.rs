@@ -4,6 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use tracing::Instrument;
+
 use crate::acquire;
 use crate::backoff::RetryPolicy;
 use crate::config::{ClientBuilder, ValidConfig};
@@ -124,9 +126,10 @@ impl Client {
     pub async fn acquire(&self, resource: &str, options: LockOptions) -> Result<Lock> {
         self.shared.ensure_open()?;
         let options = options.resolve(&self.shared.defaults)?;
-        crate::keys::validate_resource(resource)?;
+        let span =
+            tracing::debug_span!("acquire", resource = %resource, ttl_ms = options.ttl.as_millis() as u64);
         let (shared, resource) = (self.shared.clone(), resource.to_owned());
-        runtime::run(acquire::acquire(shared, resource, options)).await?
+        runtime::run(acquire::acquire(shared, resource, options).instrument(span)).await?
     }
 
     /// One attempt: `Ok(None)` when the lock is held by someone else.

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::client::ClientShared;
 use crate::error::{Error, ErrorKind, Result, quorum_failure_kind};
@@ -248,10 +249,13 @@ impl Lock {
     /// The work of [`Lock::extend`], owning what it needs, for any executor.
     pub(crate) fn extend_task(&self, ttl: Duration) -> impl Future<Output = Result<()>> + Send + 'static {
         let (state, client) = (self.state.clone(), self.client.clone());
+        let span =
+            tracing::debug_span!("extend", resource = %state.resource, ttl_ms = ttl.as_millis() as u64);
         async move {
             validate_ttl(ttl)?;
             extend(&state, &client, ttl).await
         }
+        .instrument(span)
     }
 
     /// Releases the lock on every node by compare-and-delete, and stops the watchdog.
@@ -266,7 +270,8 @@ impl Lock {
     /// The work of [`Lock::release`], owning what it needs, for any executor.
     pub(crate) fn release_task(&self) -> impl Future<Output = Result<()>> + Send + 'static {
         let (state, client) = (self.state.clone(), self.client.clone());
-        async move { release(&state, &client).await }
+        let span = tracing::debug_span!("release", resource = %state.resource);
+        async move { release(&state, &client).await }.instrument(span)
     }
 }
 

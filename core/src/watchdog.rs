@@ -199,6 +199,7 @@ async fn run_batch(nodes: Arc<NodeSet>, batch: Vec<Job>, requeue: mpsc::Unbounde
     if renewing.is_empty() {
         return;
     }
+    tracing::debug!(locks = renewing.len(), "renewing");
     let sent = Instant::now();
     let replies = renew_on_every_node(&nodes, &renewing).await;
     for (index, item) in renewing.iter().enumerate() {
