@@ -9,6 +9,7 @@ use rand::Rng;
 /// The delay before retry `n` (from 0) is uniform in
 /// `[0, min(max_delay, base_delay · 2^n)]` ("full jitter"), so contenders
 /// spread out instead of colliding in lock-step.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// The cap of the first delay.
@@ -27,6 +28,14 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// A policy whose first delay is at most `base_delay` and whose delays never exceed `max_delay`.
+    pub fn new(base_delay: Duration, max_delay: Duration) -> Self {
+        RetryPolicy {
+            base_delay,
+            max_delay,
+        }
+    }
+
     /// The delay before retry number `attempt` (0-based).
     pub fn delay(&self, attempt: u32) -> Duration {
         let cap = self

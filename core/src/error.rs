@@ -101,6 +101,7 @@ pub enum NodeOutcome {
 }
 
 /// Why a node failed, classified so that quorum errors can pick the right kind.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeFailure {
     /// How the failure is classified ([`ErrorKind::Unavailable`], [`ErrorKind::Auth`], [`ErrorKind::Tls`]…).
@@ -123,6 +124,7 @@ impl fmt::Display for NodeOutcome {
 }
 
 /// One node's part in an operation: which node (URL without password) and what it said.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeReport {
     /// The node, as `redis://host:port/db` with any password removed.

@@ -186,15 +186,15 @@ async fn fencing_counter_is_raised_on_a_majority_when_counters_disagree() {
     assert!(raised >= 2, "counter raised to the token on only {raised} nodes");
     lock.release().await.unwrap();
     // Any later majority issues a larger token, whichever node is missing.
-    for down in 0..3 {
-        nodes[down].pause();
+    for (down, node) in nodes.iter().enumerate() {
+        node.pause();
         let next = client.acquire("fx", LockOptions::new(ms(2000))).await.unwrap();
         assert!(
             next.fencing_token() > lock.fencing_token(),
             "node {down} down: token went back"
         );
         next.release().await.unwrap();
-        nodes[down].resume();
+        node.resume();
         tokio::time::sleep(ms(150)).await;
     }
 }
