@@ -22,16 +22,20 @@ async fn main() {
     let ports: Vec<String> = nodes.iter().map(|n| n.port().to_string()).collect();
     println!("  nodes up on 127.0.0.1 ports {}\n", ports.join(", "));
     let outcome = tokio::select! {
-        result = run(nodes.clone()) => result,
+        result = run(nodes.clone()) => result.map(|()| 0),
         _ = tokio::signal::ctrl_c() => {
             println!("\ninterrupted; stopping the nodes");
-            Ok(())
+            Ok(130)
         }
     };
+    // Stop the nodes before exiting: process::exit skips destructors.
     drop(nodes);
-    if let Err(err) = outcome {
-        eprintln!("demo failed: {err}");
-        std::process::exit(1);
+    match outcome {
+        Ok(code) => std::process::exit(code),
+        Err(err) => {
+            eprintln!("demo failed: {err}");
+            std::process::exit(1);
+        }
     }
 }
 
