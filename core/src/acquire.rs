@@ -16,6 +16,8 @@ use crate::token::LockToken;
 
 /// A successful attempt.
 struct Grant {
+    /// When the granting requests were sent: renewals count from here.
+    sent: Instant,
     token: LockToken,
     fencing_token: u64,
     valid_until: Instant,
@@ -31,7 +33,7 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, resource: String, options
         match attempt(&client.nodes, &keys, &resource, options.ttl).await {
             Ok(grant) => {
                 tracing::debug!(resource = %resource, fencing_token = grant.fencing_token, attempts = retry + 1, "lock acquired");
-                return Ok(hand_out(&client, resource, keys, grant, &options));
+                return Ok(hand_out(&client, keys, grant, &options));
             }
             Err(err) if is_retryable(err.kind()) => {
                 let now = Instant::now();
@@ -67,15 +69,8 @@ fn gave_up(last: Error, resource: &str, wait: Duration) -> Error {
     .with_nodes(last.nodes().to_vec())
 }
 
-fn hand_out(
-    client: &Arc<ClientShared>,
-    resource: String,
-    keys: LockKeys,
-    grant: Grant,
-    options: &Resolved,
-) -> Lock {
+fn hand_out(client: &Arc<ClientShared>, keys: LockKeys, grant: Grant, options: &Resolved) -> Lock {
     let state = Arc::new(LockState::new(
-        resource,
         keys,
         grant.token,
         grant.fencing_token,
@@ -83,7 +78,7 @@ fn hand_out(
         grant.valid_until,
         options.renewal,
     ));
-    client.watchdog.reschedule(&state);
+    client.watchdog.plan(&state, grant.sent);
     Lock::new(state, client.clone())
 }
 
@@ -133,6 +128,7 @@ async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Dur
     };
     cleanup.disarm();
     Ok(Grant {
+        sent,
         token,
         fencing_token,
         valid_until,

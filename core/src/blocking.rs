@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::config::ClientBuilder;
 use crate::error::Result;
-use crate::lock::{LockStatus, LossReason};
+use crate::lock::LossReason;
 use crate::options::LockOptions;
 use crate::runtime::block_on;
 
@@ -112,19 +112,7 @@ impl Lock {
     /// Waits up to `timeout` for the lock to be lost; returns the reason, or
     /// `None` if it is still held (or was released) when the time is up.
     pub fn wait_lost(&self, timeout: Duration) -> Result<Option<LossReason>> {
-        let mut status = self.inner.subscribe();
-        block_on(async move {
-            let lost = async {
-                loop {
-                    if let LockStatus::Lost(reason) = *status.borrow_and_update() {
-                        return Some(reason);
-                    }
-                    if status.changed().await.is_err() {
-                        return None;
-                    }
-                }
-            };
-            tokio::time::timeout(timeout, lost).await.ok().flatten()
-        })
+        let lost = self.inner.lost_task();
+        block_on(async move { tokio::time::timeout(timeout, lost).await.ok() })
     }
 }

@@ -99,7 +99,7 @@ impl Client {
                 .collect::<Result<Vec<_>>>()?;
             let nodes = Arc::new(NodeSet::new(nodes, config.drift_factor));
             warm_up(&nodes).await?;
-            let watchdog = Watchdog::start(nodes.clone(), &tokio::runtime::Handle::current());
+            let watchdog = Watchdog::start(nodes.clone(), &runtime::handle()?);
             Ok(Client {
                 shared: Arc::new(ClientShared {
                     nodes,

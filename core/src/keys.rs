@@ -21,6 +21,8 @@ pub const DEFAULT_PREFIX: &str = "fencelock:";
 pub(crate) struct LockKeys {
     pub(crate) lock: String,
     pub(crate) fence: String,
+    /// Where the resource starts in `lock` (after the prefix and `{`), less one.
+    pub(crate) prefix_len: usize,
 }
 
 impl LockKeys {
@@ -28,7 +30,11 @@ impl LockKeys {
         validate_resource(resource)?;
         let lock = format!("{prefix}{{{resource}}}");
         let fence = format!("{lock}:fence");
-        Ok(LockKeys { lock, fence })
+        Ok(LockKeys {
+            lock,
+            fence,
+            prefix_len: prefix.len(),
+        })
     }
 }
 

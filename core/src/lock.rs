@@ -1,10 +1,11 @@
 //! The lock handle returned by `acquire`, and the state it shares with the watchdog.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tracing::Instrument;
 
 use crate::client::ClientShared;
@@ -15,6 +16,7 @@ use crate::options::{RenewalPolicy, validate_ttl};
 use crate::runtime;
 use crate::scripts;
 use crate::token::LockToken;
+use crate::watchdog::JobKey;
 
 /// Where a lock stands.
 #[non_exhaustive]
@@ -59,28 +61,54 @@ pub(crate) struct Timing {
     pub(crate) ttl: Duration,
     pub(crate) valid_until: Instant,
     pub(crate) renewals: u32,
-    /// Bumped whenever the watchdog schedule changes; stale jobs are skipped.
-    pub(crate) generation: u64,
+    /// The lock's job in the watchdog's schedule, if any.
+    pub(crate) job: Option<JobKey>,
 }
 
-/// What a lock handle and the watchdog share.
+/// What a lock handle and the watchdog share. Kept small: a client may hold
+/// many thousands of locks.
 pub(crate) struct LockState {
-    pub(crate) resource: String,
-    pub(crate) keys: LockKeys,
+    /// `prefix{resource}`; the resource is the part between the braces.
+    lock_key: String,
+    prefix_len: usize,
     pub(crate) token: LockToken,
     pub(crate) fencing_token: u64,
     pub(crate) acquired_at: Instant,
     pub(crate) renewal: RenewalPolicy,
     timing: Mutex<Timing>,
-    status: watch::Sender<LockStatus>,
+    /// [`LockStatus`] encoded by [`status_code`].
+    status: AtomicU8,
+    /// Wakes [`Lock::lost`] waiters.
+    lost: Notify,
     /// One network operation (renew, extend, release) at a time, so a release
     /// never races a renewal and no PEXPIRE follows a release.
     pub(crate) busy: Arc<tokio::sync::Mutex<()>>,
 }
 
+fn status_code(status: LockStatus) -> u8 {
+    match status {
+        LockStatus::Held => 0,
+        LockStatus::Released => 1,
+        LockStatus::Lost(LossReason::Deleted) => 2,
+        LockStatus::Lost(LossReason::TakenOver) => 3,
+        LockStatus::Lost(LossReason::Unreachable) => 4,
+        LockStatus::Lost(LossReason::Expired) => 5,
+    }
+}
+
+fn status_from(code: u8) -> LockStatus {
+    match code {
+        0 => LockStatus::Held,
+        1 => LockStatus::Released,
+        2 => LockStatus::Lost(LossReason::Deleted),
+        3 => LockStatus::Lost(LossReason::TakenOver),
+        4 => LockStatus::Lost(LossReason::Unreachable),
+        _ => LockStatus::Lost(LossReason::Expired),
+    }
+}
+
 impl LockState {
     pub(crate) fn new(
-        resource: String,
         keys: LockKeys,
         token: LockToken,
         fencing_token: u64,
@@ -89,8 +117,8 @@ impl LockState {
         renewal: RenewalPolicy,
     ) -> Self {
         LockState {
-            resource,
-            keys,
+            prefix_len: keys.prefix_len,
+            lock_key: keys.lock,
             token,
             fencing_token,
             acquired_at: Instant::now(),
@@ -99,11 +127,20 @@ impl LockState {
                 ttl,
                 valid_until,
                 renewals: 0,
-                generation: 0,
+                job: None,
             }),
-            status: watch::Sender::new(LockStatus::Held),
+            status: AtomicU8::new(status_code(LockStatus::Held)),
+            lost: Notify::new(),
             busy: Arc::new(tokio::sync::Mutex::new(())),
         }
+    }
+
+    pub(crate) fn lock_key(&self) -> &str {
+        &self.lock_key
+    }
+
+    pub(crate) fn resource(&self) -> &str {
+        &self.lock_key[self.prefix_len + 1..self.lock_key.len() - 1]
     }
 
     pub(crate) fn timing(&self) -> MutexGuard<'_, Timing> {
@@ -114,25 +151,36 @@ impl LockState {
     }
 
     pub(crate) fn status(&self) -> LockStatus {
-        *self.status.borrow()
+        status_from(self.status.load(Ordering::Acquire))
     }
 
     /// Moves from `Held` to `to`; false if the lock was not held any more.
     fn leave_held(&self, to: LockStatus) -> bool {
-        self.status.send_if_modified(|status| {
-            if *status == LockStatus::Held {
-                *status = to;
-                true
-            } else {
-                false
-            }
-        })
+        let held = status_code(LockStatus::Held);
+        self.status
+            .compare_exchange(held, status_code(to), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Signals loss to every waiter, once.
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         if self.leave_held(LockStatus::Lost(reason)) {
-            tracing::warn!(resource = %self.resource, %reason, "lock lost");
+            self.lost.notify_waiters();
+            tracing::warn!(resource = %self.resource(), %reason, "lock lost");
+        }
+    }
+
+    /// Resolves when the lock is lost (never after a clean release).
+    pub(crate) async fn wait_lost(&self) -> LossReason {
+        loop {
+            // Register before looking, so a loss between the two is not missed.
+            let notified = self.lost.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let LockStatus::Lost(reason) = self.status() {
+                return reason;
+            }
+            notified.await;
         }
     }
 
@@ -185,7 +233,7 @@ impl Lock {
 
     /// The resource this lock protects.
     pub fn resource(&self) -> &str {
-        &self.state.resource
+        self.state.resource()
     }
 
     /// The fencing token: strictly greater than that of every earlier holder
@@ -218,21 +266,13 @@ impl Lock {
     /// Resolves when the lock is lost (never after a clean release).
     /// Cancel-safe; may be awaited by several tasks.
     pub async fn lost(&self) -> LossReason {
-        let mut status = self.state.status.subscribe();
-        loop {
-            if let LockStatus::Lost(reason) = *status.borrow_and_update() {
-                return reason;
-            }
-            if status.changed().await.is_err() {
-                // The sender lives in the state we hold: unreachable, but never spin.
-                return std::future::pending().await;
-            }
-        }
+        self.state.wait_lost().await
     }
 
-    /// A receiver of every status change, for fronts that bridge the signal.
-    pub fn subscribe(&self) -> watch::Receiver<LockStatus> {
-        self.state.status.subscribe()
+    /// The work of [`Lock::lost`], owning what it needs, for any executor.
+    pub(crate) fn lost_task(&self) -> impl Future<Output = LossReason> + Send + 'static {
+        let state = self.state.clone();
+        async move { state.wait_lost().await }
     }
 
     /// Sets the lock's ttl to `ttl` from now on a majority of nodes, by
@@ -250,7 +290,7 @@ impl Lock {
     pub(crate) fn extend_task(&self, ttl: Duration) -> impl Future<Output = Result<()>> + Send + 'static {
         let (state, client) = (self.state.clone(), self.client.clone());
         let span =
-            tracing::debug_span!("extend", resource = %state.resource, ttl_ms = ttl.as_millis() as u64);
+            tracing::debug_span!("extend", resource = %state.resource(), ttl_ms = ttl.as_millis() as u64);
         async move {
             validate_ttl(ttl)?;
             extend(&state, &client, ttl).await
@@ -270,7 +310,7 @@ impl Lock {
     /// The work of [`Lock::release`], owning what it needs, for any executor.
     pub(crate) fn release_task(&self) -> impl Future<Output = Result<()>> + Send + 'static {
         let (state, client) = (self.state.clone(), self.client.clone());
-        let span = tracing::debug_span!("release", resource = %state.resource);
+        let span = tracing::debug_span!("release", resource = %state.resource());
         async move { release(&state, &client).await }.instrument(span)
     }
 }
@@ -284,21 +324,21 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
         LockStatus::Lost(reason) => {
             return Err(Error::new(
                 ErrorKind::Lost,
-                format!("lock '{}' was lost: {reason}", state.resource),
+                format!("lock '{}' was lost: {reason}", state.resource()),
             )
-            .with_resource(&state.resource));
+            .with_resource(state.resource()));
         }
     }
     let nodes = &client.nodes;
     let sent = Instant::now();
     let ttl_ms = ttl.as_millis().to_string();
-    let keys = [state.keys.lock.as_str()];
+    let keys = [state.lock_key()];
     let replies = nodes
         .decide(&scripts::EXTEND, &keys, &[state.token.as_str(), &ttl_ms], |r| {
             crate::node_set::compare_and_act(r) == Some(crate::node_set::CompareAndAct::Done)
         })
         .await;
-    let (done, not_ours, taken) = tally(&replies);
+    let (done, not_ours, taken) = tally(replies.iter().map(Option::as_ref));
     let quorum = nodes.quorum();
     if quorum.reached(done)
         && let Some(valid_until) = nodes.valid_until(sent, ttl)
@@ -307,10 +347,9 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
             let mut timing = state.timing();
             timing.ttl = ttl;
             timing.valid_until = valid_until;
-            timing.generation += 1;
         }
-        client.watchdog.reschedule(state);
-        tracing::debug!(resource = %state.resource, ttl_ms = ttl.as_millis() as u64, "lock extended");
+        client.watchdog.plan(state, sent);
+        tracing::debug!(resource = %state.resource(), ttl_ms = ttl.as_millis() as u64, "lock extended");
         return Ok(());
     }
     let reports = nodes.reports(&replies, describe_compare_and_act);
@@ -324,10 +363,10 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
             ErrorKind::Lost,
             format!(
                 "cannot extend lock '{}': it is no longer ours on a majority of nodes",
-                state.resource
+                state.resource()
             ),
         )
-        .with_resource(&state.resource)
+        .with_resource(state.resource())
         .with_nodes(reports));
     }
     Err(Error::new(
@@ -335,13 +374,13 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
         format!(
             "cannot extend lock '{}': only {done} of {} nodes confirmed ({} needed); the lock stays valid for {:?} \
              unless a retry succeeds",
-            state.resource,
+            state.resource(),
             nodes.nodes().len(),
             quorum.needed(),
             state.remaining()
         ),
     )
-    .with_resource(&state.resource)
+    .with_resource(state.resource())
     .with_nodes(reports))
 }
 
@@ -353,15 +392,16 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     }
     // A lost lock is still deleted where it is ours, but reported as not held.
     let was_held = state.leave_held(LockStatus::Released);
+    client.watchdog.cancel(state);
     let nodes = &client.nodes;
-    let keys = [state.keys.lock.as_str()];
+    let keys = [state.lock_key()];
     // Every node, not just a quorum: a late grant may have landed anywhere.
     let replies = nodes
         .everywhere(&scripts::RELEASE, &keys, &[state.token.as_str()], |_| true)
         .await;
-    let (done, not_ours, _) = tally(&replies);
+    let (done, not_ours, _) = tally(replies.iter().map(Option::as_ref));
     let quorum = nodes.quorum();
-    tracing::debug!(resource = %state.resource, released_on = done, "lock released");
+    tracing::debug!(resource = %state.resource(), released_on = done, "lock released");
     if !was_held {
         return Err(not_held(state, "was lost before release"));
     }
@@ -376,31 +416,30 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
         quorum_failure_kind(&reports),
         format!(
             "release of lock '{}' reached only {done} of {} nodes; the rest expire at the ttl",
-            state.resource,
+            state.resource(),
             nodes.nodes().len()
         ),
     )
-    .with_resource(&state.resource)
+    .with_resource(state.resource())
     .with_nodes(reports))
 }
 
 fn not_held(state: &LockState, why: &str) -> Error {
-    Error::new(ErrorKind::NotHeld, format!("lock '{}' {why}", state.resource)).with_resource(&state.resource)
+    Error::new(ErrorKind::NotHeld, format!("lock '{}' {why}", state.resource()))
+        .with_resource(state.resource())
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        // Stop the watchdog without I/O: jobs hold only a weak reference, and
-        // this makes any job still queued a no-op even if a clone of the state
-        // is alive in an in-flight renewal.
-        self.state.timing().generation += 1;
+        // Stops the watchdog without I/O or blocking; the key expires at its ttl.
+        self.client.watchdog.cancel(&self.state);
     }
 }
 
 impl fmt::Debug for Lock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
-            .field("resource", &self.state.resource)
+            .field("resource", &self.state.resource())
             .field("fencing_token", &self.state.fencing_token)
             .field("status", &self.state.status())
             .field("remaining", &self.state.remaining())

@@ -34,6 +34,7 @@ pub(crate) struct NodeSettings {
 
 // One per node, built once: its size does not matter.
 #[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
 enum Factory {
     Standalone(redis::Client),
     Cluster(redis::cluster::ClusterClient),
@@ -135,16 +136,21 @@ impl Node {
 
     /// Runs one script on this node within the per-node timeout.
     pub(crate) async fn eval(&self, script: &LuaScript, keys: &[&str], args: &[&str]) -> Reply {
+        self.eval_prepared(&Prepared::new(script, keys, args)).await
+    }
+
+    /// Runs a prepared script call (the same call may go to every node).
+    pub(crate) async fn eval_prepared(&self, call: &Prepared<'_>) -> Reply {
         let request = async {
             let mut conn = self.connection().await?;
-            let mut result = run_script(&mut conn, script, keys, args).await;
+            let mut result = call.run(&mut conn).await;
             if let Err(err) = &result
                 && self.forget_if_broken(err)
             {
                 // The socket was found dead (e.g. the node restarted): one fresh
                 // connection, still inside the same per-node deadline.
                 let mut conn = self.connection().await?;
-                result = run_script(&mut conn, script, keys, args).await;
+                result = call.run(&mut conn).await;
                 if let Err(err) = &result {
                     self.forget_if_broken(err);
                 }
@@ -158,23 +164,32 @@ impl Node {
         }
     }
 
-    /// Runs the same script for many keys in one pipeline (one round trip),
+    /// Runs a pipeline of `EVALSHA` calls of one script (one round trip),
     /// within the per-node timeout. Used by the watchdog to renew many locks.
-    pub(crate) async fn eval_many(
+    pub(crate) async fn eval_pipeline(
         &self,
         script: &LuaScript,
-        calls: &[(Vec<&str>, Vec<&str>)],
+        pipe: &redis::Pipeline,
     ) -> std::result::Result<Vec<Reply>, NodeOutcome> {
         let request = async {
             let mut conn = self.connection().await?;
             let replies = match &mut conn {
-                Connection::Standalone(c) => pipelined(c, script, calls).await,
-                Connection::Cluster(_) => {
-                    // A cluster pipeline would span slots; concurrent requests on
-                    // the multiplexed cluster connection are pipelined per shard anyway.
-                    let requests = calls.iter().map(|(keys, args)| {
-                        let mut conn = conn.clone();
-                        async move { run_script(&mut conn, script, keys, args).await }
+                Connection::Standalone(c) => pipelined(c, script, pipe).await,
+                Connection::Cluster(c) => {
+                    // A cluster pipeline would span slots; concurrent requests on the
+                    // multiplexed cluster connection are pipelined per shard anyway.
+                    let requests = pipe.cmd_iter().map(|cmd| {
+                        let mut conn = Connection::Cluster(c.clone());
+                        async move {
+                            let result = server_error_as_err(conn.query(cmd).await);
+                            match result {
+                                Err(err) if is_noscript(&err) => {
+                                    load_script(&mut conn, script).await?;
+                                    server_error_as_err(conn.query(cmd).await)
+                                }
+                                other => other,
+                            }
+                        }
                     });
                     Ok(futures_util::future::join_all(requests).await)
                 }
@@ -199,19 +214,12 @@ impl Node {
         if let Some(conn) = self.cached() {
             return Ok(conn);
         }
-        let conn = match &self.factory {
-            Factory::Standalone(client) => {
-                let config = redis::AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(self.connect_timeout))
-                    .set_response_timeout(None);
-                Connection::Standalone(
-                    client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await?,
-                )
-            }
-            Factory::Cluster(client) => Connection::Cluster(client.get_async_connection().await?),
-        };
+        // Connections live on the internal runtime: their driver task must not
+        // die with a caller's runtime (e.g. one per test, or a short-lived thread's).
+        let connect = self.factory.clone().connect(self.connect_timeout);
+        let conn = crate::runtime::on_core(connect)
+            .await
+            .map_err(|e| RedisError::from(std::io::Error::other(e.to_string())))??;
         tracing::debug!(node = %self.endpoint, "connected");
         *self.lock_slot() = Some(conn.clone());
         Ok(conn)
@@ -242,45 +250,90 @@ impl Node {
     }
 }
 
+impl Factory {
+    async fn connect(self, connect_timeout: Duration) -> RedisResult<Connection> {
+        match self {
+            Factory::Standalone(client) => {
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(connect_timeout))
+                    .set_response_timeout(None);
+                let mut conn = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                preload_scripts(&mut conn).await;
+                Ok(Connection::Standalone(conn))
+            }
+            Factory::Cluster(client) => Ok(Connection::Cluster(client.get_async_connection().await?)),
+        }
+    }
+}
+
+/// Loads every script in one round trip so the first calls need no `NOSCRIPT`
+/// fallback. Best effort: a user without `SCRIPT LOAD` rights still works
+/// through the `EVAL` fallback.
+async fn preload_scripts(conn: &mut redis::aio::MultiplexedConnection) {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for script in crate::scripts::all() {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
+    }
+    let _: RedisResult<Vec<RedisResult<Value>>> = pipe.query_async(conn).await;
+}
+
 async fn pipelined(
     conn: &mut redis::aio::MultiplexedConnection,
     script: &LuaScript,
-    calls: &[(Vec<&str>, Vec<&str>)],
+    pipe: &redis::Pipeline,
 ) -> RedisResult<Vec<RedisResult<Value>>> {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    for (keys, args) in calls {
-        pipe.add_command(evalsha(script, keys, args));
-    }
-    let mut replies: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
-    replies = replies.into_iter().map(server_error_as_err).collect();
+    let replies: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
+    let mut replies: Vec<RedisResult<Value>> = replies.into_iter().map(server_error_as_err).collect();
     if replies.iter().any(|r| matches!(r, Err(e) if is_noscript(e))) {
-        // The node lost its script cache (restart, SCRIPT FLUSH): EVAL once, which also re-caches it.
-        let mut retry = redis::pipe();
-        retry.ignore_errors();
-        for (keys, args) in calls {
-            retry.add_command(eval_source(script, keys, args));
-        }
-        let retried: Vec<RedisResult<Value>> = retry.query_async(conn).await?;
+        // The node lost its script cache (restart, SCRIPT FLUSH): load it once,
+        // then run again (EXTEND twice is harmless).
+        load_script(&mut Connection::Standalone(conn.clone()), script).await?;
+        let retried: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
         replies = retried.into_iter().map(server_error_as_err).collect();
     }
     Ok(replies)
 }
 
-/// Runs a script by `EVALSHA`, falling back to `EVAL` (which re-caches it)
-/// when the node has lost its script cache (restart, `SCRIPT FLUSH`).
-async fn run_script(
-    conn: &mut Connection,
-    script: &LuaScript,
-    keys: &[&str],
-    args: &[&str],
-) -> RedisResult<Value> {
-    match server_error_as_err(conn.query(&evalsha(script, keys, args)).await) {
-        Err(err) if is_noscript(&err) => {
-            server_error_as_err(conn.query(&eval_source(script, keys, args)).await)
+/// A script call built once and sent to any number of nodes.
+pub(crate) struct Prepared<'a> {
+    script: &'a LuaScript,
+    keys: &'a [&'a str],
+    args: &'a [&'a str],
+    evalsha: Cmd,
+}
+
+impl<'a> Prepared<'a> {
+    pub(crate) fn new(script: &'a LuaScript, keys: &'a [&'a str], args: &'a [&'a str]) -> Self {
+        Prepared {
+            script,
+            keys,
+            args,
+            evalsha: evalsha_cmd(script, keys, args),
         }
-        other => other,
     }
+
+    /// `EVALSHA`, falling back to `EVAL` (which also re-caches the script) when
+    /// the node lost its script cache (restart, `SCRIPT FLUSH`). `EVAL` rather
+    /// than `SCRIPT LOAD` keeps the ACL needs to `EVAL`/`EVALSHA`.
+    async fn run(&self, conn: &mut Connection) -> RedisResult<Value> {
+        match server_error_as_err(conn.query(&self.evalsha).await) {
+            Err(err) if is_noscript(&err) => {
+                let eval = eval_source(self.script, self.keys, self.args);
+                server_error_as_err(conn.query(&eval).await)
+            }
+            other => other,
+        }
+    }
+}
+
+/// Loads a script into the node's cache, for pipelines that cannot fall back per call.
+async fn load_script(conn: &mut Connection, script: &LuaScript) -> RedisResult<()> {
+    let mut load = redis::cmd("SCRIPT");
+    load.arg("LOAD").arg(script.source);
+    server_error_as_err(conn.query(&load).await).map(|_| ())
 }
 
 /// Error replies may arrive as values; treat them as errors in one place.
@@ -298,7 +351,8 @@ fn reply_from(result: RedisResult<Value>) -> Reply {
     }
 }
 
-fn evalsha(script: &LuaScript, keys: &[&str], args: &[&str]) -> Cmd {
+/// The `EVALSHA` command for one script call.
+pub(crate) fn evalsha_cmd(script: &LuaScript, keys: &[&str], args: &[&str]) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.sha()).arg(keys.len()).arg(keys).arg(args);
     cmd

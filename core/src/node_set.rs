@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::error::{NodeOutcome, NodeReport};
-use crate::node::{Node, Reply, as_i64};
+use crate::node::{Node, Prepared, Reply, as_i64};
 use crate::quorum::{Quorum, decide};
 use crate::scripts::LuaScript;
 
@@ -60,7 +60,8 @@ impl NodeSet {
         args: &[&str],
         is_yes: impl Fn(&Reply) -> bool,
     ) -> Vec<Option<Reply>> {
-        let requests = self.nodes.iter().map(|node| node.eval(script, keys, args));
+        let call = Prepared::new(script, keys, args);
+        let requests = self.nodes.iter().map(|node| node.eval_prepared(&call));
         decide(requests, self.quorum, is_yes).await
     }
 
@@ -73,10 +74,10 @@ impl NodeSet {
         args: &[&str],
         only: impl Fn(usize) -> bool,
     ) -> Vec<Option<Reply>> {
-        let only = &only;
+        let (only, call) = (&only, &Prepared::new(script, keys, args));
         let requests = self.nodes.iter().enumerate().map(|(i, node)| async move {
             if only(i) {
-                Some(node.eval(script, keys, args).await)
+                Some(node.eval_prepared(call).await)
             } else {
                 None
             }
@@ -134,11 +135,11 @@ pub(crate) fn unexpected(value: &redis::Value) -> NodeOutcome {
 }
 
 /// Tallies compare-and-act replies: (done, definitely not ours, any held by other).
-pub(crate) fn tally(replies: &[Option<Reply>]) -> (usize, usize, bool) {
+pub(crate) fn tally<'a>(replies: impl IntoIterator<Item = Option<&'a Reply>>) -> (usize, usize, bool) {
     let mut done = 0;
     let mut not_ours = 0;
     let mut taken = false;
-    for reply in replies.iter().flatten() {
+    for reply in replies.into_iter().flatten() {
         match compare_and_act(reply) {
             Some(CompareAndAct::Done) => done += 1,
             Some(CompareAndAct::HeldByOther) => {

@@ -81,9 +81,27 @@ pub(crate) fn ensure_same_process(owner: u32, what: &str) -> Result<()> {
     }
 }
 
+/// Runs an operation for a caller on any executor.
+///
+/// Inside a tokio runtime (the common case) the future is simply awaited
+/// there: no hop between runtimes. The caller's runtime must then have time
+/// enabled (`#[tokio::main]` does), as with redis-rs. Elsewhere (another
+/// executor, or none) it runs on the internal runtime. Connections and the
+/// watchdog always live on the internal runtime, whoever calls.
+pub(crate) async fn run<F>(future: F) -> Result<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if Handle::try_current().is_ok() {
+        return Ok(future.await);
+    }
+    on_core(future).await
+}
+
 /// Runs `future` on the internal runtime and awaits it from any executor.
 /// Dropping the returned future aborts the task.
-pub(crate) async fn run<F>(future: F) -> Result<F::Output>
+pub(crate) async fn on_core<F>(future: F) -> Result<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,

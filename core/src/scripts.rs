@@ -161,8 +161,7 @@ fn concat_script(parts: &[&str]) -> &'static str {
     Box::leak(parts.concat().into_boxed_str())
 }
 
-/// Every script, for the protocol document check.
-#[cfg(test)]
+/// Every script, for pre-loading and the protocol document check.
 pub(crate) fn all() -> [&'static LuaScript; 7] {
     [
         &ACQUIRE,

@@ -4,43 +4,26 @@
 //! A renewal that finds the key missing or owned by another on a majority is
 //! a definite loss, signalled at once. Transient failures are retried until
 //! the lock's local (monotonic) validity runs out, then loss is signalled.
-//! Jobs hold only weak references and a schedule generation, so dropping or
-//! releasing a lock stops its renewals without any I/O.
+//!
+//! The schedule is an ordered map shared with the lock handles: acquiring
+//! inserts a job, and releasing or dropping a lock removes it at once, so
+//! short-lived locks cost two map operations and never wake the task (it is
+//! woken only when a job becomes the earliest).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::sync::{Arc, Weak};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
-use crate::error::NodeOutcome;
-use crate::lock::{LockState, LockStatus, LossReason};
-use crate::node::Reply;
-use crate::node_set::{CompareAndAct, NodeSet, compare_and_act};
+use crate::lock::{LockState, LockStatus, LossReason, Timing};
+use crate::node::{Reply, evalsha_cmd};
+use crate::node_set::{NodeSet, tally};
 use crate::scripts;
 
-/// The client's handle on its renewal task.
-pub(crate) struct Watchdog {
-    jobs: mpsc::UnboundedSender<Job>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum JobKind {
-    /// Renew the lock's ttl on every node.
-    Renew,
-    /// Check that an unrenewed lease has run out, and signal it.
-    Expire,
-}
-
-struct Job {
-    due: Instant,
-    /// How early the job may run, so locks due close together share a batch.
-    slack: Duration,
-    generation: u64,
-    kind: JobKind,
-    lock: Weak<LockState>,
-}
+/// Renewals sent in one pipeline at most; larger batches are split.
+const MAX_BATCH: usize = 512;
 
 /// Renewal may run this fraction of the renew interval early to join a batch.
 const BATCH_SLACK_DIVISOR: u32 = 10;
@@ -48,23 +31,153 @@ const BATCH_SLACK_DIVISOR: u32 = 10;
 /// The shortest wait before retrying a renewal that failed transiently.
 const MIN_RETRY: Duration = Duration::from_millis(10);
 
+/// Where a job sits in the schedule; unique per job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct JobKey {
+    due: Instant,
+    seq: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JobKind {
+    /// Renew the lock's ttl on every node.
+    Renew,
+    /// Signal loss when an unrenewed lease runs out.
+    Expire,
+}
+
+struct Job {
+    /// How early the job may run, so locks due close together share a batch.
+    slack: Duration,
+    kind: JobKind,
+    lock: Weak<LockState>,
+}
+
+/// The jobs, shared by the client, its locks and the renewal task.
+struct Schedule {
+    jobs: Mutex<BTreeMap<JobKey, Job>>,
+    seq: AtomicU64,
+    /// Wakes the task when a new earliest job arrives, or when the schedule is dropped.
+    wake: Arc<Notify>,
+}
+
+/// The client's handle on its renewal task.
+pub(crate) struct Watchdog {
+    schedule: Arc<Schedule>,
+}
+
 impl Watchdog {
-    /// Starts the renewal task on `runtime`. It ends when the client and all its locks are gone.
+    /// Starts the renewal task on `runtime`. It ends when the watchdog is dropped
+    /// (the client and all its locks are gone).
     pub(crate) fn start(nodes: Arc<NodeSet>, runtime: &tokio::runtime::Handle) -> Self {
-        let (jobs, inbox) = mpsc::unbounded_channel();
-        runtime.spawn(run(nodes, inbox, jobs.downgrade()));
-        Watchdog { jobs }
+        let wake = Arc::new(Notify::new());
+        let schedule = Arc::new(Schedule {
+            jobs: Mutex::new(BTreeMap::new()),
+            seq: AtomicU64::new(0),
+            wake: wake.clone(),
+        });
+        runtime.spawn(run(nodes, Arc::downgrade(&schedule), wake));
+        Watchdog { schedule }
     }
 
-    /// Plans the next job for a lock whose timing just changed (grant, extend).
-    pub(crate) fn reschedule(&self, lock: &Arc<LockState>) {
-        let _ = self.jobs.send(next_job(lock, Instant::now()));
+    /// Replaces the lock's job by the one that follows a grant or extension sent at `sent`.
+    pub(crate) fn plan(&self, lock: &Arc<LockState>, sent: Instant) {
+        self.schedule.plan(lock, sent);
+    }
+
+    /// Removes the lock's job: no renewal or expiry check happens after this.
+    pub(crate) fn cancel(&self, lock: &LockState) {
+        self.schedule.cancel(lock);
     }
 }
 
-/// The next job for `lock`, after a grant or renewal that was sent at `sent`.
-fn next_job(lock: &Arc<LockState>, sent: Instant) -> Job {
-    let timing = *lock.timing();
+impl Schedule {
+    fn plan(&self, lock: &Arc<LockState>, sent: Instant) {
+        let mut timing = lock.timing();
+        if let Some(old) = timing.job.take() {
+            self.lock().remove(&old);
+        }
+        let (key, job) = next_job(lock, &timing, sent, self.next_seq());
+        self.insert(&mut timing, key, job);
+    }
+
+    /// Queues `job` as the lock's one job; wakes the task if it is now the earliest.
+    fn insert(&self, timing: &mut Timing, key: JobKey, job: Job) {
+        let mut jobs = self.lock();
+        let earliest = jobs.first_key_value().is_none_or(|(first, _)| key < *first);
+        jobs.insert(key, job);
+        drop(jobs);
+        timing.job = Some(key);
+        if earliest {
+            self.wake.notify_one();
+        }
+    }
+
+    fn cancel(&self, lock: &LockState) {
+        if let Some(key) = lock.timing().job.take() {
+            self.lock().remove(&key);
+        }
+    }
+
+    /// Schedules a renewal retry soon, never later than the end of validity.
+    fn retry(&self, lock: &Arc<LockState>, popped: JobKey, ttl: Duration) {
+        let mut timing = lock.timing();
+        if timing.job != Some(popped) {
+            return; // released, dropped or extended meanwhile
+        }
+        let now = Instant::now();
+        let remaining = timing.valid_until.saturating_duration_since(now);
+        let delay = (ttl / 9).min(remaining / 2).max(MIN_RETRY);
+        let key = JobKey {
+            due: (now + delay).min(timing.valid_until),
+            seq: self.next_seq(),
+        };
+        let job = Job {
+            slack: Duration::ZERO,
+            kind: JobKind::Renew,
+            lock: Arc::downgrade(lock),
+        };
+        self.insert(&mut timing, key, job);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<JobKey, Job>> {
+        // Plain data: a panic elsewhere cannot leave the map half-updated.
+        self.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Takes every job that may run now; returns them and when the next one is due.
+    fn take_due(&self, now: Instant) -> (Vec<(JobKey, Job)>, Option<Instant>) {
+        let mut jobs = self.lock();
+        let mut due = Vec::new();
+        while let Some(entry) = jobs.first_entry() {
+            let ready_at = entry
+                .key()
+                .due
+                .checked_sub(entry.get().slack)
+                .unwrap_or(entry.key().due);
+            if ready_at > now {
+                break;
+            }
+            due.push(entry.remove_entry());
+        }
+        let next = jobs.first_key_value().map(|(key, _)| key.due);
+        (due, next)
+    }
+}
+
+impl Drop for Schedule {
+    fn drop(&mut self) {
+        // Wake the task so it sees the schedule is gone and ends.
+        self.wake.notify_one();
+    }
+}
+
+/// The next job for `lock`, after a grant, renewal or extension sent at `sent`.
+fn next_job(lock: &Arc<LockState>, timing: &Timing, sent: Instant, seq: u64) -> (JobKey, Job) {
     let interval = timing.ttl / 3;
     let renew_at = sent + interval;
     let within_hold = lock
@@ -77,124 +190,83 @@ fn next_job(lock: &Arc<LockState>, sent: Instant) -> Job {
     } else {
         (JobKind::Expire, timing.valid_until, Duration::ZERO)
     };
-    Job {
-        due,
+    let job = Job {
         slack,
-        generation: timing.generation,
         kind,
         lock: Arc::downgrade(lock),
-    }
+    };
+    (JobKey { due, seq }, job)
 }
 
-/// Orders the heap by due time, earliest first.
-struct Queued(Job);
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.due == other.0.due
-    }
-}
-impl Eq for Queued {}
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Queued {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.due.cmp(&other.0.due)
-    }
-}
-
-async fn run(
-    nodes: Arc<NodeSet>,
-    mut inbox: mpsc::UnboundedReceiver<Job>,
-    requeue: mpsc::WeakUnboundedSender<Job>,
-) {
-    let mut queue: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
+async fn run(nodes: Arc<NodeSet>, schedule: Weak<Schedule>, wake: Arc<Notify>) {
     loop {
-        let next_due = queue.peek().map(|Reverse(Queued(job))| job.due);
-        tokio::select! {
-            received = inbox.recv() => match received {
-                Some(job) => queue.push(Reverse(Queued(job))),
-                None => return,
-            },
-            () = sleep_until(next_due) => {
-                let batch = take_due(&mut queue, Instant::now());
-                if let Some(requeue) = requeue.upgrade() {
-                    tokio::spawn(run_batch(nodes.clone(), batch, requeue));
+        let next_due = {
+            let Some(schedule) = schedule.upgrade() else {
+                return;
+            };
+            let (due, next_due) = schedule.take_due(Instant::now());
+            let mut due = due.into_iter().peekable();
+            while due.peek().is_some() {
+                let batch: Vec<_> = due.by_ref().take(MAX_BATCH).collect();
+                tokio::spawn(run_batch(nodes.clone(), batch, Arc::downgrade(&schedule)));
+            }
+            next_due
+        };
+        match next_due {
+            Some(due) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(due.into()) => {}
+                    () = wake.notified() => {}
                 }
             }
+            None => wake.notified().await,
         }
     }
 }
 
-async fn sleep_until(due: Option<Instant>) {
-    match due {
-        Some(due) => tokio::time::sleep_until(due.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
-fn take_due(queue: &mut BinaryHeap<Reverse<Queued>>, now: Instant) -> Vec<Job> {
-    let mut batch = Vec::new();
-    while let Some(Reverse(Queued(job))) = queue.peek() {
-        if job.due.checked_sub(job.slack).unwrap_or(job.due) > now {
-            break;
-        }
-        if let Some(Reverse(Queued(job))) = queue.pop() {
-            batch.push(job);
-        }
-    }
-    batch
-}
-
-/// A lock taken out of the queue for renewal, with its operation guard held.
+/// A lock taken out of the schedule for renewal, with its operation guard held.
 struct Renewing {
     lock: Arc<LockState>,
+    key: JobKey,
     ttl: Duration,
     _busy: tokio::sync::OwnedMutexGuard<()>,
 }
 
-async fn run_batch(nodes: Arc<NodeSet>, batch: Vec<Job>, requeue: mpsc::UnboundedSender<Job>) {
+async fn run_batch(nodes: Arc<NodeSet>, batch: Vec<(JobKey, Job)>, schedule: Weak<Schedule>) {
     let now = Instant::now();
-    let mut renewing = Vec::new();
-    for job in batch {
-        let Some(lock) = job.lock.upgrade() else {
+    let mut renewing = Vec::with_capacity(batch.len());
+    for (key, job) in batch {
+        let Some(lock) = job.lock.upgrade() else { continue };
+        let Ok(busy) = lock.busy.clone().try_lock_owned() else {
+            // A release or extend is in progress. Look again shortly; a release
+            // cancels this retry, a successful extend replaces it.
+            if let Some(schedule) = schedule.upgrade() {
+                let ttl = lock.timing().ttl;
+                schedule.retry(&lock, key, ttl);
+            }
             continue;
         };
         let timing = *lock.timing();
-        if job.generation != timing.generation || lock.status() != LockStatus::Held {
+        if timing.job != Some(key) || lock.status() != LockStatus::Held {
             continue;
         }
         if now >= timing.valid_until {
-            let reason = if job.kind == JobKind::Expire {
-                LossReason::Expired
-            } else {
-                LossReason::Unreachable
+            let reason = match job.kind {
+                JobKind::Expire => LossReason::Expired,
+                JobKind::Renew => LossReason::Unreachable,
             };
             lock.mark_lost(reason);
             continue;
         }
-        if job.kind == JobKind::Expire {
-            let _ = requeue.send(next_job(&lock, now));
-            continue;
+        match job.kind {
+            JobKind::Expire => replan(&schedule, &lock, now),
+            JobKind::Renew => renewing.push(Renewing {
+                lock,
+                key,
+                ttl: timing.ttl,
+                _busy: busy,
+            }),
         }
-        // A release or extend in progress owns the lock's schedule; look again shortly.
-        let Ok(busy) = lock.busy.clone().try_lock_owned() else {
-            let _ = requeue.send(retry_job(&lock, now, timing.ttl));
-            continue;
-        };
-        // Checked again under the guard: a release or extend may have run meanwhile,
-        // and only one chain of renewal jobs may exist per lock.
-        if lock.status() != LockStatus::Held || lock.timing().generation != job.generation {
-            continue;
-        }
-        renewing.push(Renewing {
-            lock,
-            ttl: timing.ttl,
-            _busy: busy,
-        });
     }
     if renewing.is_empty() {
         return;
@@ -203,30 +275,45 @@ async fn run_batch(nodes: Arc<NodeSet>, batch: Vec<Job>, requeue: mpsc::Unbounde
     let sent = Instant::now();
     let replies = renew_on_every_node(&nodes, &renewing).await;
     for (index, item) in renewing.iter().enumerate() {
-        let per_node: Vec<Option<Reply>> = replies.iter().map(|node| Some(node[index].clone())).collect();
-        settle(&nodes, item, &per_node, sent, &requeue);
+        settle(
+            &nodes,
+            &schedule,
+            item,
+            replies.iter().map(|node| &node[index]),
+            sent,
+        );
+    }
+}
+
+fn replan(schedule: &Weak<Schedule>, lock: &Arc<LockState>, sent: Instant) {
+    if let Some(schedule) = schedule.upgrade() {
+        schedule.plan(lock, sent);
     }
 }
 
 /// One pipeline per node carrying every lock of the batch; all nodes in parallel.
 async fn renew_on_every_node(nodes: &NodeSet, renewing: &[Renewing]) -> Vec<Vec<Reply>> {
-    let ttls: Vec<String> = renewing.iter().map(|r| r.ttl.as_millis().to_string()).collect();
-    let calls: Vec<(Vec<&str>, Vec<&str>)> = renewing
-        .iter()
-        .zip(&ttls)
-        .map(|(r, ttl)| {
-            (
-                vec![r.lock.keys.lock.as_str()],
-                vec![r.lock.token.as_str(), ttl.as_str()],
-            )
-        })
-        .collect();
+    let mut ttl_ms = String::new();
+    let mut last_ttl = None;
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    for item in renewing {
+        if last_ttl != Some(item.ttl) {
+            ttl_ms = item.ttl.as_millis().to_string();
+            last_ttl = Some(item.ttl);
+        }
+        pipe.add_command(evalsha_cmd(
+            &scripts::EXTEND,
+            &[item.lock.lock_key()],
+            &[item.lock.token.as_str(), &ttl_ms],
+        ));
+    }
     let per_node = nodes.nodes().iter().map(|node| {
-        let calls = &calls;
+        let pipe = &pipe;
         async move {
-            match node.eval_many(&scripts::EXTEND, calls).await {
+            match node.eval_pipeline(&scripts::EXTEND, pipe).await {
                 Ok(replies) => replies,
-                Err(outcome) => vec![Err(outcome); calls.len()],
+                Err(outcome) => vec![Err(outcome); pipe.len()],
             }
         }
     });
@@ -234,26 +321,29 @@ async fn renew_on_every_node(nodes: &NodeSet, renewing: &[Renewing]) -> Vec<Vec<
 }
 
 /// Applies one lock's renewal replies: renewed, lost, or retry.
-fn settle(
+fn settle<'a>(
     nodes: &NodeSet,
+    schedule: &Weak<Schedule>,
     item: &Renewing,
-    replies: &[Option<Reply>],
+    replies: impl Iterator<Item = &'a Reply> + Clone,
     sent: Instant,
-    requeue: &mpsc::UnboundedSender<Job>,
 ) {
     let lock = &item.lock;
-    let (done, not_ours, taken) = crate::node_set::tally(replies);
+    let (done, not_ours, taken) = tally(replies.clone().map(Some));
     let quorum = nodes.quorum();
     if quorum.reached(done)
         && let Some(valid_until) = nodes.valid_until(sent, item.ttl)
     {
         {
             let mut timing = lock.timing();
+            if timing.job != Some(item.key) {
+                return; // dropped meanwhile: no further renewal
+            }
             timing.valid_until = valid_until;
             timing.renewals += 1;
         }
-        tracing::trace!(resource = %lock.resource, "lock renewed");
-        let _ = requeue.send(next_job(lock, sent));
+        tracing::trace!(resource = %lock.resource(), "lock renewed");
+        replan(schedule, lock, sent);
         return;
     }
     if quorum.impossible(not_ours) {
@@ -268,32 +358,13 @@ fn settle(
         .nodes()
         .iter()
         .zip(replies)
-        .filter(|(_, reply)| {
-            !matches!(
-                reply.as_ref().map(compare_and_act),
-                Some(Some(CompareAndAct::Done))
-            )
-        })
-        .map(|(node, reply)| match reply {
-            Some(Err(NodeOutcome::TimedOut)) => format!("{}: timed out", node.endpoint()),
-            Some(Err(outcome)) => format!("{}: {outcome}", node.endpoint()),
-            _ => format!("{}: not renewed", node.endpoint()),
+        .filter_map(|(node, reply)| match reply {
+            Err(outcome) => Some(format!("{}: {outcome}", node.endpoint())),
+            Ok(_) => None,
         })
         .collect();
-    tracing::warn!(resource = %lock.resource, renewed_on = done, failures = ?failures, "renewal failed; retrying");
-    let _ = requeue.send(retry_job(lock, Instant::now(), item.ttl));
-}
-
-/// A renewal retry soon, but never later than the end of validity (when loss is signalled).
-fn retry_job(lock: &Arc<LockState>, now: Instant, ttl: Duration) -> Job {
-    let timing = *lock.timing();
-    let remaining = timing.valid_until.saturating_duration_since(now);
-    let delay = (ttl / 9).min(remaining / 2).max(MIN_RETRY);
-    Job {
-        due: (now + delay).min(timing.valid_until),
-        slack: Duration::ZERO,
-        generation: timing.generation,
-        kind: JobKind::Renew,
-        lock: Arc::downgrade(lock),
+    tracing::warn!(resource = %lock.resource(), renewed_on = done, ?failures, "renewal failed; retrying");
+    if let Some(schedule) = schedule.upgrade() {
+        schedule.retry(lock, item.key, item.ttl);
     }
 }
