@@ -56,14 +56,60 @@ impl Connection {
 }
 
 /// One Redis master (or one Redis Cluster) of a client.
+///
+/// It keeps two multiplexed connections: the *foreground* one carries the
+/// callers' acquire, extend and release requests and lives on the runtime of
+/// the caller that opened it, so the hot path never hops between runtimes;
+/// the *background* one carries the watchdog's renewals and lives on the
+/// internal runtime, so renewals go on even while a caller's runtime is busy
+/// or gone. A foreground connection whose runtime is gone fails at once and
+/// is reopened where the next caller runs.
 pub(crate) struct Node {
     endpoint: Endpoint,
     request_timeout: Duration,
     connect_timeout: Duration,
     factory: Factory,
+    foreground: Slot,
+    background: Slot,
+}
+
+/// Where a slot's connection task runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Home {
+    /// The caller's tokio runtime, if there is one; the internal runtime otherwise.
+    Caller,
+    /// Always the internal runtime.
+    Internal,
+}
+
+/// One lazily (re)opened connection.
+struct Slot {
+    home: Home,
     connection: Mutex<Option<Connection>>,
     /// Serialises connection attempts so a burst of requests opens one socket.
     connecting: tokio::sync::Mutex<()>,
+}
+
+impl Slot {
+    fn new(home: Home) -> Self {
+        Slot {
+            home,
+            connection: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+        // A poisoned slot only means a panic elsewhere while holding it; the
+        // Option inside is still valid.
+        self.connection
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn cached(&self) -> Option<Connection> {
+        self.lock().clone()
+    }
 }
 
 /// The raw reply of one node to one request, before quorum logic reads it.
@@ -115,8 +161,8 @@ impl Node {
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
             factory,
-            connection: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(()),
+            foreground: Slot::new(Home::Caller),
+            background: Slot::new(Home::Internal),
         })
     }
 
@@ -127,7 +173,14 @@ impl Node {
     /// Opens the connection now (bounded by the connect timeout) so the first
     /// lock does not pay for it. Returns the failure for the caller to judge.
     pub(crate) async fn warm_up(&self) -> std::result::Result<(), NodeOutcome> {
-        match timeout(self.connect_timeout, self.connection()).await {
+        let both = async {
+            let (fg, bg) = tokio::join!(
+                self.connection(&self.foreground),
+                self.connection(&self.background)
+            );
+            fg.and(bg)
+        };
+        match timeout(self.connect_timeout, both).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(err)) => Err(NodeOutcome::Failed(classify_redis_error(&err))),
             Err(_) => Err(NodeOutcome::TimedOut),
@@ -142,17 +195,19 @@ impl Node {
     /// Runs a prepared script call (the same call may go to every node).
     pub(crate) async fn eval_prepared(&self, call: &Prepared<'_>) -> Reply {
         let request = async {
-            let mut conn = self.connection().await?;
+            let slot = &self.foreground;
+            let mut conn = self.connection(slot).await?;
             let mut result = call.run(&mut conn).await;
             if let Err(err) = &result
-                && self.forget_if_broken(err)
+                && self.forget_if_broken(slot, err)
             {
-                // The socket was found dead (e.g. the node restarted): one fresh
-                // connection, still inside the same per-node deadline.
-                let mut conn = self.connection().await?;
+                // The socket was found dead (the node restarted, or the runtime
+                // that drove it is gone): one fresh connection, still inside the
+                // same per-node deadline.
+                let mut conn = self.connection(slot).await?;
                 result = call.run(&mut conn).await;
                 if let Err(err) = &result {
-                    self.forget_if_broken(err);
+                    self.forget_if_broken(slot, err);
                 }
             }
             result
@@ -172,7 +227,7 @@ impl Node {
         pipe: &redis::Pipeline,
     ) -> std::result::Result<Vec<Reply>, NodeOutcome> {
         let request = async {
-            let mut conn = self.connection().await?;
+            let mut conn = self.connection(&self.background).await?;
             let replies = match &mut conn {
                 Connection::Standalone(c) => pipelined(c, script, pipe).await,
                 Connection::Cluster(c) => {
@@ -195,7 +250,7 @@ impl Node {
                 }
             };
             if let Err(err) = &replies {
-                self.forget_if_broken(err);
+                self.forget_if_broken(&self.background, err);
             }
             replies
         };
@@ -206,45 +261,35 @@ impl Node {
         }
     }
 
-    async fn connection(&self) -> RedisResult<Connection> {
-        if let Some(conn) = self.cached() {
+    async fn connection(&self, slot: &Slot) -> RedisResult<Connection> {
+        if let Some(conn) = slot.cached() {
             return Ok(conn);
         }
-        let _gate = self.connecting.lock().await;
-        if let Some(conn) = self.cached() {
+        let _gate = slot.connecting.lock().await;
+        if let Some(conn) = slot.cached() {
             return Ok(conn);
         }
-        // Connections live on the internal runtime: their driver task must not
-        // die with a caller's runtime (e.g. one per test, or a short-lived thread's).
         let connect = self.factory.clone().connect(self.connect_timeout);
-        let conn = crate::runtime::on_core(connect)
-            .await
-            .map_err(|e| RedisError::from(std::io::Error::other(e.to_string())))??;
+        let conn = if slot.home == Home::Caller && tokio::runtime::Handle::try_current().is_ok() {
+            connect.await?
+        } else {
+            crate::runtime::on_core(connect)
+                .await
+                .map_err(|e| RedisError::from(std::io::Error::other(e.to_string())))??
+        };
         tracing::debug!(node = %self.endpoint, "connected");
-        *self.lock_slot() = Some(conn.clone());
+        *slot.lock() = Some(conn.clone());
         Ok(conn)
-    }
-
-    fn cached(&self) -> Option<Connection> {
-        self.lock_slot().clone()
-    }
-
-    fn lock_slot(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
-        // A poisoned slot only means a panic elsewhere while holding it; the
-        // Option inside is still valid.
-        self.connection
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Drops the cached connection after an error that means the socket is
     /// gone, so the next request reconnects. Timeouts keep the connection: the
     /// requests already written stay ordered before any later cleanup.
-    fn forget_if_broken(&self, err: &RedisError) -> bool {
+    fn forget_if_broken(&self, slot: &Slot, err: &RedisError) -> bool {
         let broken = err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error();
         if broken {
             tracing::debug!(node = %self.endpoint, error = %err, "connection dropped; will reconnect");
-            *self.lock_slot() = None;
+            *slot.lock() = None;
         }
         broken
     }

@@ -282,3 +282,25 @@ fn redis_keys(node: &RedisNode, pattern: &str) -> Vec<String> {
         .query(&mut node.connection())
         .unwrap()
 }
+
+#[test]
+fn a_client_outlives_the_runtime_it_was_built_on() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let (client, lock) = first.block_on(async {
+        let client = client(&nodes).await;
+        let lock = client.acquire("moved", LockOptions::new(ms(300))).await.unwrap();
+        (client, lock)
+    });
+    drop(first); // the foreground connections' tasks die with it
+    let second = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    second.block_on(async {
+        // The watchdog lives on fencelock's runtime: the lock stays renewed.
+        tokio::time::sleep(ms(900)).await;
+        assert!(lock.is_held(), "renewals stopped with the first runtime");
+        assert!(lock.renewals() >= 4);
+        lock.release().await.unwrap();
+        let again = client.acquire("moved", LockOptions::new(ms(300))).await.unwrap();
+        again.release().await.unwrap();
+    });
+}
