@@ -86,7 +86,7 @@ fn hand_out(client: &Arc<ClientShared>, keys: LockKeys, grant: Grant, options: &
 async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Duration) -> Result<Grant> {
     let token = LockToken::generate()?;
     let ttl_ms = ttl.as_millis().to_string();
-    let mut cleanup = Cleanup::new(nodes.clone(), keys.lock.clone(), token.clone());
+    let mut cleanup = Cleanup::new(nodes, &keys.lock, &token);
     let sent = Instant::now();
     let replies = nodes
         .decide(
@@ -127,6 +127,7 @@ async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Dur
         .with_resource(resource));
     };
     cleanup.disarm();
+    drop(cleanup);
     Ok(Grant {
         sent,
         token,
@@ -184,30 +185,32 @@ fn refusal(nodes: &NodeSet, replies: &[Option<Reply>], resource: &str) -> Error 
 
 /// Undoes an attempt that did not hand out a lock, on every node that may
 /// hold its token: late replies, timeouts and cancellation included.
-struct Cleanup {
-    nodes: Arc<NodeSet>,
-    lock_key: String,
-    token: LockToken,
-    /// Nodes that refused (held by another): they hold nothing of ours.
-    refused: Vec<bool>,
+/// Borrows until it has to act, so a successful attempt costs nothing.
+struct Cleanup<'a> {
+    nodes: &'a Arc<NodeSet>,
+    lock_key: &'a str,
+    token: &'a LockToken,
+    /// Bit `i` set: node `i` refused (held by another), so it holds nothing of ours.
+    refused: u128,
     armed: bool,
 }
 
-impl Cleanup {
-    fn new(nodes: Arc<NodeSet>, lock_key: String, token: LockToken) -> Self {
-        let refused = vec![false; nodes.nodes().len()];
+impl<'a> Cleanup<'a> {
+    fn new(nodes: &'a Arc<NodeSet>, lock_key: &'a str, token: &'a LockToken) -> Self {
         Cleanup {
             nodes,
             lock_key,
             token,
-            refused,
+            refused: 0,
             armed: true,
         }
     }
 
     fn skip_refusals(&mut self, replies: &[Option<Reply>]) {
-        for (refused, reply) in self.refused.iter_mut().zip(replies) {
-            *refused = matches!(reply, Some(Ok(value)) if as_i64(value) == Some(0));
+        for (i, reply) in replies.iter().enumerate().take(128) {
+            if matches!(reply, Some(Ok(value)) if as_i64(value) == Some(0)) {
+                self.refused |= 1 << i;
+            }
         }
     }
 
@@ -216,21 +219,22 @@ impl Cleanup {
     }
 }
 
-impl Drop for Cleanup {
+impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
         let nodes = self.nodes.clone();
-        let key = std::mem::take(&mut self.lock_key);
+        let key = self.lock_key.to_owned();
         let token = self.token.clone();
-        let refused = std::mem::take(&mut self.refused);
+        let refused = self.refused;
         // Runs on the internal runtime even when the attempt was cancelled; the
         // release travels behind the acquire on each connection, so it lands after it.
         if let Ok(handle) = crate::runtime::handle() {
             handle.spawn(async move {
+                let skip = |i: usize| i < 128 && refused & (1 << i) != 0;
                 nodes
-                    .everywhere(&scripts::RELEASE, &[&key], &[token.as_str()], |i| !refused[i])
+                    .everywhere(&scripts::RELEASE, &[&key], &[token.as_str()], |i| !skip(i))
                     .await;
             });
         }

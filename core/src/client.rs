@@ -129,7 +129,12 @@ impl Client {
         let span =
             tracing::debug_span!("acquire", resource = %resource, ttl_ms = options.ttl.as_millis() as u64);
         let (shared, resource) = (self.shared.clone(), resource.to_owned());
-        runtime::run(acquire::acquire(shared, resource, options).instrument(span)).await?
+        // Boxed: the attempt's state machine is large, and moving it through the
+        // layers of futures costs more than one allocation.
+        runtime::run(Box::pin(
+            acquire::acquire(shared, resource, options).instrument(span),
+        ))
+        .await?
     }
 
     /// One attempt: `Ok(None)` when the lock is held by someone else.

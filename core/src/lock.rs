@@ -283,7 +283,7 @@ impl Lock {
     /// majority (the lock is then marked lost), [`ErrorKind::NotHeld`] after
     /// release, [`ErrorKind::Unavailable`] if too few nodes answered.
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
-        runtime::run(self.extend_task(ttl)).await?
+        runtime::run(Box::pin(self.extend_task(ttl))).await?
     }
 
     /// The work of [`Lock::extend`], owning what it needs, for any executor.
@@ -304,7 +304,7 @@ impl Lock {
     /// [`ErrorKind::NotHeld`] when it had already expired, been taken over,
     /// or been released before (calling twice is safe).
     pub async fn release(&self) -> Result<()> {
-        runtime::run(self.release_task()).await?
+        runtime::run(Box::pin(self.release_task())).await?
     }
 
     /// The work of [`Lock::release`], owning what it needs, for any executor.

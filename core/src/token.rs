@@ -12,7 +12,7 @@ pub const TOKEN_BYTES: usize = 16;
 /// Hex-encoded on the wire (32 characters). Redacted from `Debug`, so it never
 /// reaches logs through `{:?}` of a lock.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct LockToken(String);
+pub(crate) struct LockToken([u8; TOKEN_BYTES * 2]);
 
 impl LockToken {
     /// Draws a fresh token from the operating system's CSPRNG.
@@ -31,16 +31,18 @@ impl LockToken {
     }
 
     pub(crate) fn as_str(&self) -> &str {
-        &self.0
+        // Only ASCII hex digits are ever stored.
+        std::str::from_utf8(&self.0).unwrap_or_default()
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex, kept inline: no allocation per token.
+fn hex(bytes: &[u8; TOKEN_BYTES]) -> [u8; TOKEN_BYTES * 2] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    let mut out = [0u8; TOKEN_BYTES * 2];
+    for (i, b) in bytes.iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
     }
     out
 }

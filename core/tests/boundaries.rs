@@ -293,7 +293,10 @@ fn a_client_outlives_the_runtime_it_was_built_on() {
         (client, lock)
     });
     drop(first); // the foreground connections' tasks die with it
-    let second = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     second.block_on(async {
         // The watchdog lives on fencelock's runtime: the lock stays renewed.
         tokio::time::sleep(ms(900)).await;
