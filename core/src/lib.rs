@@ -34,6 +34,14 @@
 //! storage must check. See `docs/protocol.md` for the wire protocol and the
 //! full argument.
 
+//! ## Runtimes
+//!
+//! Called from inside a tokio runtime, operations run right there (it must
+//! have time enabled, as `#[tokio::main]` gives). Called from anywhere else
+//! (another executor, or [`blocking`]), they run on fencelock's own runtime.
+//! The watchdog and its connections always live on fencelock's runtime, so
+//! renewals go on whatever the caller's runtime is doing.
+
 #![warn(missing_docs)]
 
 mod acquire;
