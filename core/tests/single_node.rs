@@ -2,9 +2,6 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use common::*;
 use fencelock::{ErrorKind, LockOptions, LockStatus};
 
@@ -165,7 +162,6 @@ async fn dropping_an_acquire_future_leaves_no_key() {
 async fn cancellation_storm_leaves_no_key_and_no_renewal() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     let client = client(&nodes).await;
-    let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for i in 0..200 {
         let client = client.clone();
@@ -180,7 +176,6 @@ async fn cancellation_storm_leaves_no_key_and_no_renewal() {
     for task in &tasks {
         task.abort();
     }
-    stop.store(true, Ordering::Relaxed);
     // Whatever was granted is dropped (no renewal) or cleaned up: after 3×TTL nothing remains.
     tokio::time::sleep(ms(900)).await;
     let before = nodes[0].command_calls("evalsha");
