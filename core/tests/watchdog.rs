@@ -16,15 +16,19 @@ async fn watchdog_keeps_the_lock_for_ten_ttls_then_stops_after_release() {
         let lock = client.acquire("long-job", LockOptions::new(ttl)).await.unwrap();
         let key = lock_key("long-job");
         let until = Instant::now() + ttl * 10;
-        let mut min_pttl = i64::MAX;
+        // Redlock promises the key on a majority, not on every node: a node
+        // whose renewal was slow may let its copy expire.
+        let mut min_live = usize::MAX;
         while Instant::now() < until {
-            min_pttl = min_pttl.min(tokio::task::block_in_place(|| pttl(&nodes[0], &key)));
+            let live =
+                tokio::task::block_in_place(|| nodes.iter().filter(|node| pttl(node, &key) > 0).count());
+            min_live = min_live.min(live);
             assert!(lock.is_held(), "n={n}: lock reported not held while renewed");
             tokio::time::sleep(ms(25)).await;
         }
         assert!(
-            min_pttl > 0,
-            "n={n}: key vanished while held (min PTTL {min_pttl})"
+            min_live > n / 2,
+            "n={n}: the key was live on only {min_live} nodes at some point while held"
         );
         let renewals = lock.renewals();
         assert!(
