@@ -67,9 +67,9 @@ impl Client {
     }
 
     /// See [`crate::Client::fenced_set`].
-    pub fn fenced_set(&self, key: &str, value: impl AsRef<[u8]>, fencing_token: u64) -> Result<()> {
-        let (client, key, value) = (self.inner.clone(), key.to_owned(), value.as_ref().to_vec());
-        block_on(async move { client.fenced_set(&key, value, fencing_token).await })?
+    pub fn fenced_set(&self, key: &str, value: &str, fencing_token: u64) -> Result<()> {
+        let (client, key, value) = (self.inner.clone(), key.to_owned(), value.to_owned());
+        block_on(async move { client.fenced_set(&key, &value, fencing_token).await })?
     }
 }
 

@@ -157,13 +157,11 @@ impl Client {
     /// The data lives on the first node; for data in another Redis, build a
     /// single-node client on that server. For SQL stores, see the pattern in
     /// docs/protocol.md.
-    pub async fn fenced_set(&self, key: &str, value: impl AsRef<[u8]>, fencing_token: u64) -> Result<()> {
+    pub async fn fenced_set(&self, key: &str, value: &str, fencing_token: u64) -> Result<()> {
         self.shared.ensure_open()?;
         validate_data_key(key)?;
-        let value = String::from_utf8(value.as_ref().to_vec())
-            .map_err(|_| Error::invalid("fenced_set values must be UTF-8 text"))?;
         let shared = self.shared.clone();
-        let key = key.to_owned();
+        let (key, value) = (key.to_owned(), value.to_owned());
         runtime::run(async move {
             let node = &shared.nodes.nodes()[0];
             let token = fencing_token.to_string();

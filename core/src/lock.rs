@@ -11,7 +11,7 @@ use tracing::Instrument;
 use crate::client::ClientShared;
 use crate::error::{Error, ErrorKind, Result, quorum_failure_kind};
 use crate::keys::LockKeys;
-use crate::node_set::{describe_compare_and_act, tally};
+use crate::node_set::{CompareAndAct, compare_and_act, describe_compare_and_act, tally};
 use crate::options::{RenewalPolicy, validate_ttl};
 use crate::runtime;
 use crate::scripts;
@@ -335,7 +335,7 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
     let keys = [state.lock_key()];
     let replies = nodes
         .decide(&scripts::EXTEND, &keys, &[state.token.as_str(), &ttl_ms], |r| {
-            crate::node_set::compare_and_act(r) == Some(crate::node_set::CompareAndAct::Done)
+            compare_and_act(r) == Some(CompareAndAct::Done)
         })
         .await;
     let (done, not_ours, taken) = tally(replies.iter().map(Option::as_ref));

@@ -53,6 +53,23 @@ impl Connection {
             Connection::Cluster(c) => c.req_packed_command(cmd).await,
         }
     }
+
+    /// Every command's reply of a pipeline made by [`pipeline`]: one round trip on a single
+    /// node; on a cluster, concurrent requests (a cluster pipeline would span
+    /// slots), which its multiplexed connections pipeline per shard.
+    async fn query_all(&mut self, pipe: &redis::Pipeline) -> RedisResult<Vec<RedisResult<Value>>> {
+        let replies: Vec<RedisResult<Value>> = match self {
+            Connection::Standalone(c) => pipe.query_async(c).await?,
+            Connection::Cluster(c) => {
+                let requests = pipe.cmd_iter().map(|cmd| {
+                    let mut c = c.clone();
+                    async move { c.req_packed_command(cmd).await }
+                });
+                futures_util::future::join_all(requests).await
+            }
+        };
+        Ok(replies.into_iter().map(server_error_as_err).collect())
+    }
 }
 
 /// One Redis master (or one Redis Cluster) of a client.
@@ -219,36 +236,24 @@ impl Node {
         }
     }
 
-    /// Runs a pipeline of `EVALSHA` calls of one script (one round trip),
-    /// within the per-node timeout. Used by the watchdog to renew many locks.
+    /// Runs a pipeline of `EVALSHA` calls (one round trip) within the
+    /// per-node timeout; used by the watchdog to renew many locks. When the
+    /// node lost its script cache, runs `fallback()` (the same calls as `EVAL`,
+    /// which re-caches the script) instead: re-running renewals is harmless,
+    /// and `EVAL` needs no `SCRIPT LOAD` right.
     pub(crate) async fn eval_pipeline(
         &self,
-        script: &LuaScript,
-        pipe: &redis::Pipeline,
+        calls: &redis::Pipeline,
+        fallback: impl Fn() -> redis::Pipeline,
     ) -> std::result::Result<Vec<Reply>, NodeOutcome> {
         let request = async {
             let mut conn = self.connection(&self.background).await?;
-            let replies = match &mut conn {
-                Connection::Standalone(c) => pipelined(c, script, pipe).await,
-                Connection::Cluster(c) => {
-                    // A cluster pipeline would span slots; concurrent requests on the
-                    // multiplexed cluster connection are pipelined per shard anyway.
-                    let requests = pipe.cmd_iter().map(|cmd| {
-                        let mut conn = Connection::Cluster(c.clone());
-                        async move {
-                            let result = server_error_as_err(conn.query(cmd).await);
-                            match result {
-                                Err(err) if is_noscript(&err) => {
-                                    load_script(&mut conn, script).await?;
-                                    server_error_as_err(conn.query(cmd).await)
-                                }
-                                other => other,
-                            }
-                        }
-                    });
-                    Ok(futures_util::future::join_all(requests).await)
-                }
-            };
+            let mut replies = conn.query_all(calls).await;
+            if let Ok(first) = &replies
+                && first.iter().any(|r| matches!(r, Err(e) if is_noscript(e)))
+            {
+                replies = conn.query_all(&fallback()).await;
+            }
             if let Err(err) = &replies {
                 self.forget_if_broken(&self.background, err);
             }
@@ -317,29 +322,11 @@ impl Factory {
 /// fallback. Best effort: a user without `SCRIPT LOAD` rights still works
 /// through the `EVAL` fallback.
 async fn preload_scripts(conn: &mut redis::aio::MultiplexedConnection) {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
+    let mut pipe = pipeline();
     for script in crate::scripts::all() {
         pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
     }
     let _: RedisResult<Vec<RedisResult<Value>>> = pipe.query_async(conn).await;
-}
-
-async fn pipelined(
-    conn: &mut redis::aio::MultiplexedConnection,
-    script: &LuaScript,
-    pipe: &redis::Pipeline,
-) -> RedisResult<Vec<RedisResult<Value>>> {
-    let replies: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
-    let mut replies: Vec<RedisResult<Value>> = replies.into_iter().map(server_error_as_err).collect();
-    if replies.iter().any(|r| matches!(r, Err(e) if is_noscript(e))) {
-        // The node lost its script cache (restart, SCRIPT FLUSH): load it once,
-        // then run again (EXTEND twice is harmless).
-        load_script(&mut Connection::Standalone(conn.clone()), script).await?;
-        let retried: Vec<RedisResult<Value>> = pipe.query_async(conn).await?;
-        replies = retried.into_iter().map(server_error_as_err).collect();
-    }
-    Ok(replies)
 }
 
 /// A script call built once and sent to any number of nodes.
@@ -366,19 +353,12 @@ impl<'a> Prepared<'a> {
     async fn run(&self, conn: &mut Connection) -> RedisResult<Value> {
         match server_error_as_err(conn.query(&self.evalsha).await) {
             Err(err) if is_noscript(&err) => {
-                let eval = eval_source(self.script, self.keys, self.args);
+                let eval = eval_cmd(self.script, self.keys, self.args);
                 server_error_as_err(conn.query(&eval).await)
             }
             other => other,
         }
     }
-}
-
-/// Loads a script into the node's cache, for pipelines that cannot fall back per call.
-async fn load_script(conn: &mut Connection, script: &LuaScript) -> RedisResult<()> {
-    let mut load = redis::cmd("SCRIPT");
-    load.arg("LOAD").arg(script.source);
-    server_error_as_err(conn.query(&load).await).map(|_| ())
 }
 
 /// Error replies may arrive as values; treat them as errors in one place.
@@ -396,6 +376,14 @@ fn reply_from(result: RedisResult<Value>) -> Reply {
     }
 }
 
+/// An empty pipeline that returns each command's error in place instead of
+/// failing as a whole, as [`Node::eval_pipeline`] expects.
+pub(crate) fn pipeline() -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    pipe
+}
+
 /// The `EVALSHA` command for one script call.
 pub(crate) fn evalsha_cmd(script: &LuaScript, keys: &[&str], args: &[&str]) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
@@ -403,7 +391,8 @@ pub(crate) fn evalsha_cmd(script: &LuaScript, keys: &[&str], args: &[&str]) -> C
     cmd
 }
 
-fn eval_source(script: &LuaScript, keys: &[&str], args: &[&str]) -> Cmd {
+/// The `EVAL` command for one script call (the fallback that re-caches it).
+pub(crate) fn eval_cmd(script: &LuaScript, keys: &[&str], args: &[&str]) -> Cmd {
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(script.source).arg(keys.len()).arg(keys).arg(args);
     cmd

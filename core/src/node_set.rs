@@ -108,7 +108,11 @@ impl NodeSet {
 
 /// Reads the reply of a compare-and-act script (1 done, 0 other owner, -1 missing).
 pub(crate) fn compare_and_act(reply: &Reply) -> Option<CompareAndAct> {
-    match reply.as_ref().ok().and_then(as_i64) {
+    reply.as_ref().ok().and_then(read_compare_and_act)
+}
+
+fn read_compare_and_act(value: &redis::Value) -> Option<CompareAndAct> {
+    match as_i64(value) {
         Some(1) => Some(CompareAndAct::Done),
         Some(0) => Some(CompareAndAct::HeldByOther),
         Some(-1) => Some(CompareAndAct::Missing),
@@ -118,7 +122,7 @@ pub(crate) fn compare_and_act(reply: &Reply) -> Option<CompareAndAct> {
 
 /// The node outcome a compare-and-act reply stands for.
 pub(crate) fn describe_compare_and_act(value: &redis::Value) -> NodeOutcome {
-    match compare_and_act(&Ok(value.clone())) {
+    match read_compare_and_act(value) {
         Some(CompareAndAct::Done) => NodeOutcome::Ok,
         Some(CompareAndAct::HeldByOther) => NodeOutcome::HeldByOther,
         Some(CompareAndAct::Missing) => NodeOutcome::Missing,

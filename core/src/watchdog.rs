@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::lock::{LockState, LockStatus, LossReason, Timing};
-use crate::node::{Reply, evalsha_cmd};
+use crate::node::{Reply, eval_cmd, evalsha_cmd, pipeline};
 use crate::node_set::{NodeSet, tally};
-use crate::scripts;
+use crate::scripts::{self, LuaScript};
 
 /// Renewals sent in one pipeline at most; larger batches are split.
 const MAX_BATCH: usize = 512;
@@ -293,31 +293,41 @@ fn replan(schedule: &Weak<Schedule>, lock: &Arc<LockState>, sent: Instant) {
 
 /// One pipeline per node carrying every lock of the batch; all nodes in parallel.
 async fn renew_on_every_node(nodes: &NodeSet, renewing: &[Renewing]) -> Vec<Vec<Reply>> {
+    let calls = renewal_pipeline(renewing, evalsha_cmd);
+    let fallback = || renewal_pipeline(renewing, eval_cmd);
+    let per_node = nodes.nodes().iter().map(|node| {
+        let (calls, fallback) = (&calls, &fallback);
+        async move {
+            match node.eval_pipeline(calls, fallback).await {
+                Ok(replies) => replies,
+                Err(outcome) => vec![Err(outcome); calls.len()],
+            }
+        }
+    });
+    futures_util::future::join_all(per_node).await
+}
+
+/// `EXTEND` for every lock of the batch, as `EVALSHA` or (fallback) `EVAL` commands.
+fn renewal_pipeline(
+    renewing: &[Renewing],
+    command: fn(&LuaScript, &[&str], &[&str]) -> redis::Cmd,
+) -> redis::Pipeline {
     let mut ttl_ms = String::new();
     let mut last_ttl = None;
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
+    let mut pipe = pipeline();
     for item in renewing {
+        // Locks of one batch usually share a ttl: format it once.
         if last_ttl != Some(item.ttl) {
             ttl_ms = item.ttl.as_millis().to_string();
             last_ttl = Some(item.ttl);
         }
-        pipe.add_command(evalsha_cmd(
+        pipe.add_command(command(
             &scripts::EXTEND,
             &[item.lock.lock_key()],
             &[item.lock.token.as_str(), &ttl_ms],
         ));
     }
-    let per_node = nodes.nodes().iter().map(|node| {
-        let pipe = &pipe;
-        async move {
-            match node.eval_pipeline(&scripts::EXTEND, pipe).await {
-                Ok(replies) => replies,
-                Err(outcome) => vec![Err(outcome); pipe.len()],
-            }
-        }
-    });
-    futures_util::future::join_all(per_node).await
+    pipe
 }
 
 /// Applies one lock's renewal replies: renewed, lost, or retry.

@@ -189,7 +189,11 @@ async fn acl_user_with_only_the_documented_commands_works() {
         .build()
         .await
         .unwrap();
-    let lock = good.acquire("acl", LockOptions::new(ms(1000))).await.unwrap();
+    // Auto-renewal first: the watchdog's pipelines must work without SCRIPT LOAD rights.
+    let lock = good.acquire("acl", LockOptions::new(ms(300))).await.unwrap();
+    tokio::time::sleep(ms(500)).await;
+    assert!(lock.is_held(), "renewals failed for a user without SCRIPT LOAD");
+    assert!(lock.renewals() >= 2, "{} renewals", lock.renewals());
     lock.extend(ms(1000)).await.unwrap();
     good.fenced_set("data:acl", "1", lock.fencing_token())
         .await
@@ -306,4 +310,26 @@ fn a_client_outlives_the_runtime_it_was_built_on() {
         let again = client.acquire("moved", LockOptions::new(ms(300))).await.unwrap();
         again.release().await.unwrap();
     });
+}
+
+#[tokio::test]
+async fn inspect_shows_each_nodes_view_without_the_token() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let client = client(&nodes).await;
+    let lock = client.acquire("seen", LockOptions::new(ms(5000))).await.unwrap();
+    tokio::time::sleep(ms(50)).await; // the grants that lost the race land too
+    nodes[2].kill();
+    let states = client.inspect("seen").await.unwrap();
+    assert_eq!(states.len(), 3);
+    for state in &states[..2] {
+        assert!(state.held, "{state:?}");
+        assert!(state.ttl_ms.is_some_and(|t| t > 4000 && t <= 5000), "{state:?}");
+        assert_eq!(state.fencing_counter, lock.fencing_token());
+        assert!(state.error.is_none());
+    }
+    assert!(states[2].error.is_some() && !states[2].held);
+    let token = get(&nodes[0], &lock_key("seen")).unwrap();
+    assert!(!format!("{states:?}").contains(&token));
+    lock.release().await.unwrap();
+    assert!(!client.inspect("seen").await.unwrap()[0].held);
 }

@@ -201,7 +201,7 @@ async fn extend_changes_the_ttl_of_later_renewals() {
 }
 
 #[tokio::test]
-async fn three_hundred_locks_stay_renewed_together() {
+async fn three_hundred_locks_stay_renewed() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     let client = client(&nodes).await;
     let ttl = ms(600);
@@ -219,4 +219,20 @@ async fn three_hundred_locks_stay_renewed_together() {
     for lock in &locks {
         lock.release().await.unwrap();
     }
+}
+
+#[tokio::test]
+async fn renewals_survive_a_flushed_script_cache() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = client(&nodes).await;
+    let lock = client
+        .acquire("flushed", LockOptions::new(ms(300)))
+        .await
+        .unwrap();
+    nodes[0].command(&["SCRIPT", "FLUSH"]);
+    tokio::time::sleep(ms(500)).await;
+    assert!(lock.is_held(), "renewals stopped after SCRIPT FLUSH");
+    assert!(lock.renewals() >= 3, "{} renewals", lock.renewals());
+    nodes[0].command(&["SCRIPT", "FLUSH"]);
+    lock.release().await.unwrap();
 }
