@@ -70,5 +70,5 @@ pub use error::{Error, ErrorKind, NodeFailure, NodeOutcome, NodeReport, Result};
 pub use keys::{DEFAULT_PREFIX, MAX_PREFIX_LEN, MAX_RESOURCE_LEN};
 pub use lock::{Lock, LockStatus, LossReason};
 pub use options::{LockOptions, MAX_TTL, MAX_WAIT, MIN_TTL};
-pub use runtime::block_on;
+pub use runtime::{block_on, handle as runtime_handle};
 pub use token::TOKEN_BYTES;

@@ -23,8 +23,16 @@ static RUNTIME: Mutex<Option<(u32, Handle)>> = Mutex::new(None);
 /// Worker threads of the internal runtime: lock traffic is I/O bound.
 const WORKER_THREADS: usize = 2;
 
-/// The handle of this process's runtime, created on first use.
-pub(crate) fn handle() -> Result<Handle> {
+/// The handle of this process's internal runtime, created on first use.
+///
+/// For language bindings that must schedule their own glue futures (a
+/// Python awaitable, a Node promise, a C callback) on the runtime that owns
+/// fencelock's connections, instead of starting a second runtime. After
+/// `fork()` the child gets a fresh runtime from this call.
+///
+/// # Errors
+/// [`ErrorKind::Closed`] when the runtime's threads cannot be started.
+pub fn handle() -> Result<Handle> {
     let pid = std::process::id();
     let mut slot = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some((owner, handle)) = slot.as_ref()
