@@ -269,8 +269,12 @@ impl Lock {
         self.state.wait_lost().await
     }
 
-    /// The work of [`Lock::lost`], owning what it needs, for any executor.
-    pub(crate) fn lost_task(&self) -> impl Future<Output = LossReason> + Send + 'static {
+    /// The work of [`Lock::lost`] as a `'static` future that owns what it
+    /// needs, for bindings that spawn it on [`crate::runtime_handle`]. It does
+    /// not keep the lock alive: dropping the [`Lock`] stops renewal, and then
+    /// this future resolves only if a renewal already in flight finds the
+    /// lock gone. Abort it when the handle is released or dropped.
+    pub fn lost_task(&self) -> impl Future<Output = LossReason> + Send + 'static {
         let state = self.state.clone();
         async move { state.wait_lost().await }
     }
@@ -286,8 +290,9 @@ impl Lock {
         runtime::run(Box::pin(self.extend_task(ttl))).await?
     }
 
-    /// The work of [`Lock::extend`], owning what it needs, for any executor.
-    pub(crate) fn extend_task(&self, ttl: Duration) -> impl Future<Output = Result<()>> + Send + 'static {
+    /// The work of [`Lock::extend`] as a `'static` future that owns what it
+    /// needs, for bindings that spawn it on [`crate::runtime_handle`].
+    pub fn extend_task(&self, ttl: Duration) -> impl Future<Output = Result<()>> + Send + 'static {
         let (state, client) = (self.state.clone(), self.client.clone());
         let span =
             tracing::debug_span!("extend", resource = %state.resource(), ttl_ms = ttl.as_millis() as u64);
@@ -307,8 +312,9 @@ impl Lock {
         runtime::run(Box::pin(self.release_task())).await?
     }
 
-    /// The work of [`Lock::release`], owning what it needs, for any executor.
-    pub(crate) fn release_task(&self) -> impl Future<Output = Result<()>> + Send + 'static {
+    /// The work of [`Lock::release`] as a `'static` future that owns what it
+    /// needs, for bindings that spawn it on [`crate::runtime_handle`].
+    pub fn release_task(&self) -> impl Future<Output = Result<()>> + Send + 'static {
         let (state, client) = (self.state.clone(), self.client.clone());
         let span = tracing::debug_span!("release", resource = %state.resource());
         async move { release(&state, &client).await }.instrument(span)
