@@ -1,0 +1,74 @@
+"""fencelock: distributed locks over Redis, on a Rust core.
+
+Single-node locks and Redlock over several independent masters, automatic
+renewal with a lost-lock signal, and fencing tokens that stay strictly
+increasing per resource. Sync (:class:`Client`) and asyncio
+(:class:`AsyncClient`) APIs; durations are seconds (floats).
+
+>>> from fencelock import Client
+>>> client = Client(["redis://127.0.0.1:6379"])          # doctest: +SKIP
+>>> with client.lock("reports:nightly", ttl=30, wait=5) as lock:  # doctest: +SKIP
+...     client.fenced_set("report:state", "running", lock.fencing_token)
+
+Forking: a client made before ``fork()`` raises :class:`Closed` in the
+child. Create clients after forking (in each multiprocessing worker, or in
+gunicorn's ``post_fork`` hook), or use the ``spawn`` start method.
+"""
+
+from ._errors import (
+    AuthError,
+    Closed,
+    ConfigError,
+    FenceLockError,
+    InvalidArgument,
+    LockLost,
+    LockTimeout,
+    NodeReport,
+    NotAcquired,
+    NotHeld,
+    StaleToken,
+    TlsError,
+    Unavailable,
+    WouldBlock,
+)
+from ._native import (
+    MAX_RESOURCE_LEN,
+    MAX_TTL,
+    MIN_TTL,
+    AsyncClient,
+    AsyncLock,
+    AsyncLockContext,
+    Client,
+    Lock,
+    LockContext,
+    LostSignal,
+    __version__,
+)
+
+__all__ = [
+    "AsyncClient",
+    "AsyncLock",
+    "AsyncLockContext",
+    "AuthError",
+    "Client",
+    "Closed",
+    "ConfigError",
+    "FenceLockError",
+    "InvalidArgument",
+    "Lock",
+    "LockContext",
+    "LockLost",
+    "LockTimeout",
+    "LostSignal",
+    "MAX_RESOURCE_LEN",
+    "MAX_TTL",
+    "MIN_TTL",
+    "NodeReport",
+    "NotAcquired",
+    "NotHeld",
+    "StaleToken",
+    "TlsError",
+    "Unavailable",
+    "WouldBlock",
+    "__version__",
+]

@@ -1,0 +1,391 @@
+//! `Lock` (sync), `AsyncLock` (asyncio) and their `LostSignal`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+use fencelock::{LockStatus, LossReason};
+
+use crate::args::{Scope, opt_seconds, seconds};
+use crate::rt::{self, AbortOnDrop, Deferred};
+
+/// What `Lock`, `AsyncLock` and `LostSignal` share: the core lock and the
+/// task that calls `on_lost`.
+pub(crate) struct LockInner {
+    pub(crate) lock: fencelock::Lock,
+    /// The `on_lost` watcher; aborted on release and when the handle goes away.
+    watcher: Mutex<Option<AbortOnDrop>>,
+}
+
+impl LockInner {
+    /// Wraps a fresh core lock, starting the `on_lost` watcher if a callback is given.
+    pub(crate) fn new(lock: fencelock::Lock, on_lost: Option<Py<PyAny>>) -> Arc<Self> {
+        let watcher = on_lost.and_then(|callback| {
+            let lost = lock.lost_task();
+            let resource = lock.resource().to_owned();
+            let handle = fencelock::runtime_handle().ok()?;
+            let task = handle.clone().spawn(async move {
+                let reason = lost.await;
+                // Python runs on a blocking thread, never on a runtime worker.
+                let _ = handle
+                    .spawn_blocking(move || {
+                        Python::attach(|py| {
+                            if let Err(err) = callback.bind(py).call1((resource, reason_text(reason))) {
+                                err.write_unraisable(py, Some(callback.bind(py)));
+                            }
+                        });
+                    })
+                    .await;
+            });
+            Some(AbortOnDrop(task))
+        });
+        Arc::new(LockInner {
+            lock,
+            watcher: Mutex::new(watcher),
+        })
+    }
+
+    fn stop_watcher(&self) {
+        self.watcher
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+    }
+
+    fn status(&self) -> &'static str {
+        match self.lock.status() {
+            LockStatus::Held => "held",
+            LockStatus::Released => "released",
+            _ => "lost",
+        }
+    }
+
+    fn lost_reason(&self) -> Option<&'static str> {
+        match self.lock.status() {
+            LockStatus::Lost(reason) => Some(reason_text(reason)),
+            _ => None,
+        }
+    }
+
+    fn repr(&self, class: &str) -> String {
+        format!(
+            "<fencelock.{class} resource={:?} fencing_token={} status={} remaining={:.3}s>",
+            self.lock.resource(),
+            self.lock.fencing_token(),
+            self.status(),
+            self.lock.remaining().as_secs_f64()
+        )
+    }
+
+    fn release_task(self: &Arc<Self>) -> impl std::future::Future<Output = fencelock::Result<()>> + Send + 'static {
+        self.stop_watcher();
+        self.lock.release_task()
+    }
+}
+
+/// A short, stable name for a loss reason.
+fn reason_text(reason: LossReason) -> &'static str {
+    match reason {
+        LossReason::Deleted => "deleted",
+        LossReason::TakenOver => "taken_over",
+        LossReason::Unreachable => "unreachable",
+        LossReason::Expired => "expired",
+        _ => "lost",
+    }
+}
+
+fn none(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(py.None())
+}
+
+/// A held lock (from `Client.acquire`). Use it as a context manager to
+/// release it at the end of the block.
+///
+/// Dropping the object without `release()` stops renewal; the key then
+/// expires on Redis at its ttl.
+#[pyclass(module = "fencelock", frozen)]
+pub struct Lock {
+    inner: Arc<LockInner>,
+    lost: Py<LostSignal>,
+}
+
+impl Lock {
+    /// Wraps a core lock for the sync API.
+    pub(crate) fn create(py: Python<'_>, inner: Arc<LockInner>) -> PyResult<Py<Lock>> {
+        let lost = Py::new(py, LostSignal { inner: inner.clone() })?;
+        Py::new(py, Lock { inner, lost })
+    }
+
+    /// Releases, for `__exit__` and `LockContext`.
+    pub(crate) fn release_now(&self, py: Python<'_>) -> PyResult<()> {
+        rt::wait(py, self.inner.release_task())?.map_err(|e| crate::errors::core_error(py, e))
+    }
+}
+
+#[pymethods]
+impl Lock {
+    /// The resource this lock protects.
+    #[getter]
+    fn resource(&self) -> &str {
+        self.inner.lock.resource()
+    }
+
+    /// The fencing token: larger than that of every earlier holder of this
+    /// resource. Pass it with every write to the protected storage.
+    #[getter]
+    fn fencing_token(&self) -> u64 {
+        self.inner.lock.fencing_token()
+    }
+
+    /// True while the lock is held and its validity has not run out.
+    fn is_held(&self) -> bool {
+        self.inner.lock.is_held()
+    }
+
+    /// Seconds the lock stays valid without another renewal (0.0 when not held).
+    #[getter]
+    fn remaining(&self) -> f64 {
+        self.inner.lock.remaining().as_secs_f64()
+    }
+
+    /// `"held"`, `"released"` or `"lost"`.
+    #[getter]
+    fn status(&self) -> &'static str {
+        self.inner.status()
+    }
+
+    /// How many times the watchdog has renewed the lock.
+    #[getter]
+    fn renewals(&self) -> u32 {
+        self.inner.lock.renewals()
+    }
+
+    /// The lost-lock signal: `lost.is_set()`, `lost.wait(timeout)`, and
+    /// `await lock.lost.wait_async()` in asyncio.
+    #[getter]
+    fn lost(&self, py: Python<'_>) -> Py<LostSignal> {
+        self.lost.clone_ref(py)
+    }
+
+    /// Sets the lock's ttl to `ttl` seconds from now on a majority of nodes.
+    /// Raises `LockLost` if the lock is gone, `NotHeld` after release.
+    fn extend(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<()> {
+        let ttl = seconds(ttl, "ttl", false, Scope::Call)?;
+        rt::wait(py, self.inner.lock.extend_task(ttl))?.map_err(|e| crate::errors::core_error(py, e))
+    }
+
+    /// Releases the lock on every node. Raises `NotHeld` if it had already
+    /// expired, been lost, or been released.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        self.release_now(py)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Releases the lock. A release error is raised only when the block
+    /// itself finished without an exception.
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyType>>,
+        _exc_value: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let result = self.release_now(py);
+        if exc_type.is_none() {
+            result?;
+        }
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        self.inner.repr("Lock")
+    }
+}
+
+/// A held lock (from `AsyncClient.acquire`); `extend` and `release` are
+/// coroutines. Use it with `async with` to release it at the end of the block.
+#[pyclass(module = "fencelock", frozen)]
+pub struct AsyncLock {
+    inner: Arc<LockInner>,
+    lost: Py<LostSignal>,
+}
+
+impl AsyncLock {
+    /// Wraps a core lock for the asyncio API.
+    pub(crate) fn create(py: Python<'_>, inner: Arc<LockInner>) -> PyResult<Py<AsyncLock>> {
+        let lost = Py::new(py, LostSignal { inner: inner.clone() })?;
+        Py::new(py, AsyncLock { inner, lost })
+    }
+
+    /// An awaitable release; errors are dropped when `quiet`.
+    pub(crate) fn release_awaitable<'py>(&self, py: Python<'py>, quiet: bool) -> PyResult<Bound<'py, PyAny>> {
+        let task = self.inner.release_task();
+        rt::awaitable(py, async move {
+            let result = task.await;
+            Deferred::new(move |py| match result {
+                Err(err) if !quiet => Err(crate::errors::core_error(py, err)),
+                _ => Ok(py.None()),
+            })
+        })
+    }
+}
+
+#[pymethods]
+impl AsyncLock {
+    /// The resource this lock protects.
+    #[getter]
+    fn resource(&self) -> &str {
+        self.inner.lock.resource()
+    }
+
+    /// The fencing token: larger than that of every earlier holder of this resource.
+    #[getter]
+    fn fencing_token(&self) -> u64 {
+        self.inner.lock.fencing_token()
+    }
+
+    /// True while the lock is held and its validity has not run out.
+    fn is_held(&self) -> bool {
+        self.inner.lock.is_held()
+    }
+
+    /// Seconds the lock stays valid without another renewal (0.0 when not held).
+    #[getter]
+    fn remaining(&self) -> f64 {
+        self.inner.lock.remaining().as_secs_f64()
+    }
+
+    /// `"held"`, `"released"` or `"lost"`.
+    #[getter]
+    fn status(&self) -> &'static str {
+        self.inner.status()
+    }
+
+    /// How many times the watchdog has renewed the lock.
+    #[getter]
+    fn renewals(&self) -> u32 {
+        self.inner.lock.renewals()
+    }
+
+    /// The lost-lock signal; `await lock.lost` waits for the loss.
+    #[getter]
+    fn lost(&self, py: Python<'_>) -> Py<LostSignal> {
+        self.lost.clone_ref(py)
+    }
+
+    /// Coroutine: sets the lock's ttl to `ttl` seconds from now on a majority of nodes.
+    fn extend<'py>(&self, py: Python<'py>, ttl: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let ttl = seconds(ttl, "ttl", false, Scope::Call)?;
+        let task = self.inner.lock.extend_task(ttl);
+        rt::awaitable(py, async move { Deferred::result(task.await, |py, ()| none(py)) })
+    }
+
+    /// Coroutine: releases the lock on every node.
+    fn release<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.release_awaitable(py, false)
+    }
+
+    fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let me: Py<PyAny> = slf.into_any().unbind();
+        rt::awaitable(py, async move { Deferred::new(move |_| Ok(me)) })
+    }
+
+    /// Releases the lock; a release error is raised only when the block
+    /// itself finished without an exception.
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        exc_type: Option<&Bound<'py, PyType>>,
+        _exc_value: Option<&Bound<'py, PyAny>>,
+        _traceback: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.release_awaitable(py, exc_type.is_some())
+    }
+
+    fn __repr__(&self) -> String {
+        self.inner.repr("AsyncLock")
+    }
+}
+
+/// Set when the lock is lost while held (key deleted, taken over, or
+/// renewals failing until the validity ran out); never after a clean release.
+///
+/// Like `threading.Event`: `is_set()`, `wait(timeout)`; and in asyncio
+/// `await signal.wait_async(timeout)` or simply `await signal`.
+#[pyclass(module = "fencelock", frozen)]
+pub struct LostSignal {
+    inner: Arc<LockInner>,
+}
+
+impl LostSignal {
+    fn lost_within(
+        &self,
+        timeout: Option<Duration>,
+    ) -> impl std::future::Future<Output = bool> + Send + 'static {
+        let lost = self.inner.lock.lost_task();
+        async move {
+            match timeout {
+                None => {
+                    lost.await;
+                    true
+                }
+                Some(t) => tokio::time::timeout(t, lost).await.is_ok(),
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl LostSignal {
+    /// True once the lock has been lost.
+    fn is_set(&self) -> bool {
+        matches!(self.inner.lock.status(), LockStatus::Lost(_))
+    }
+
+    /// Why the lock was lost (`"deleted"`, `"taken_over"`, `"unreachable"`,
+    /// `"expired"`), or None while it is not lost.
+    #[getter]
+    fn reason(&self) -> Option<&'static str> {
+        self.inner.lost_reason()
+    }
+
+    /// Blocks (GIL released, Ctrl-C interrupts) until the lock is lost or
+    /// `timeout` seconds pass; returns whether it was lost.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        if self.is_set() {
+            return Ok(true);
+        }
+        let timeout = opt_seconds(timeout, "timeout", true, Scope::Call)?;
+        rt::wait(py, self.lost_within(timeout))
+    }
+
+    /// Coroutine: waits until the lock is lost or `timeout` seconds pass;
+    /// returns whether it was lost.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_async<'py>(&self, py: Python<'py>, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let timeout = opt_seconds(timeout, "timeout", true, Scope::Call)?;
+        let wait = self.lost_within(timeout);
+        rt::awaitable(py, async move {
+            let lost = wait.await;
+            Deferred::new(move |py| Ok(pyo3::types::PyBool::new(py, lost).to_owned().into_any().unbind()))
+        })
+    }
+
+    fn __await__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.wait_async(py, None)?.call_method0("__await__")
+    }
+
+    fn __repr__(&self) -> String {
+        match self.inner.lost_reason() {
+            Some(reason) => format!("<fencelock.LostSignal set reason={reason}>"),
+            None => "<fencelock.LostSignal not set>".to_owned(),
+        }
+    }
+}
