@@ -19,6 +19,7 @@
 //! | `restart I`  | start node I again on the same port         |
 //! | `pause I`    | SIGSTOP: the node keeps its socket, answers nothing |
 //! | `resume I`   | SIGCONT after `pause`                       |
+//! | `call I ARG…`| run one Redis command on node I; the reply follows `ok ` (integers as digits, nil as `nil`, arrays space-separated) |
 //!
 //! End of stdin (the parent exited or closed the pipe) stops every node.
 //! The nodes also die with this process (PDEATHSIG), so a crashed test
@@ -45,7 +46,7 @@ fn main() {
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         let reply = match run_command(&nodes, line.trim()) {
-            Ok(()) => "ok".to_owned(),
+            Ok(reply) => format!("ok{reply}"),
             Err(message) => format!("error: {message}"),
         };
         if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
@@ -75,12 +76,13 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(usize, NodeOpti
     Ok((count, options))
 }
 
-fn run_command(nodes: &[RedisNode], line: &str) -> Result<(), String> {
-    let (verb, index) = line
-        .split_once(' ')
-        .ok_or("expected `VERB INDEX`, e.g. `kill 0`")?;
+/// Runs one line; `Ok` holds what follows `ok` in the answer.
+fn run_command(nodes: &[RedisNode], line: &str) -> Result<String, String> {
+    let mut words = line.split_whitespace();
+    let (Some(verb), Some(index)) = (words.next(), words.next()) else {
+        return Err("expected `VERB INDEX [ARG…]`, e.g. `kill 0`".to_owned());
+    };
     let node = index
-        .trim()
         .parse::<usize>()
         .ok()
         .and_then(|i| nodes.get(i))
@@ -90,11 +92,41 @@ fn run_command(nodes: &[RedisNode], line: &str) -> Result<(), String> {
         "restart" => node.restart(),
         "pause" => node.pause(),
         "resume" => node.resume(),
+        "call" => return call(node, words.collect()),
         other => {
             return Err(format!(
-                "unknown command {other:?}; use kill, restart, pause or resume"
+                "unknown command {other:?}; use kill, restart, pause, resume or call"
             ));
         }
     }
-    Ok(())
+    Ok(String::new())
+}
+
+fn call(node: &RedisNode, args: Vec<&str>) -> Result<String, String> {
+    let (name, rest) = args
+        .split_first()
+        .ok_or("`call I` needs a Redis command, e.g. `call 0 DEL key`")?;
+    let mut command = redis::cmd(name);
+    for arg in rest {
+        command.arg(*arg);
+    }
+    let mut connection = redis::Client::open(node.url())
+        .and_then(|client| client.get_connection_with_timeout(std::time::Duration::from_secs(2)))
+        .map_err(|e| format!("cannot connect to {}: {e}", node.url()))?;
+    let reply: redis::Value = command.query(&mut connection).map_err(|e| e.to_string())?;
+    Ok(format!(" {}", plain(&reply)))
+}
+
+/// A reply as one line of text.
+fn plain(value: &redis::Value) -> String {
+    use redis::Value;
+    match value {
+        Value::Nil => "nil".to_owned(),
+        Value::Int(n) => n.to_string(),
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(text) => text.clone(),
+        Value::Okay => "OK".to_owned(),
+        Value::Array(items) | Value::Set(items) => items.iter().map(plain).collect::<Vec<_>>().join(" "),
+        other => format!("{other:?}"),
+    }
 }

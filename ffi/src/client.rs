@@ -1,0 +1,107 @@
+//! `fencelock_client`: a connection to one Redis node or a Redlock set.
+
+use std::ffi::c_char;
+use std::sync::Arc;
+
+use fencelock_core::{Client, ClientBuilder};
+
+use crate::args;
+use crate::boundary::{Failure, FfiResult, boundary};
+use crate::error::fencelock_error;
+use crate::events::EventHub;
+use crate::options::fencelock_options;
+use crate::status::fencelock_status;
+
+/// A client of one Redis node (single-node locks) or of N independent
+/// masters (Redlock, quorum N/2+1).
+///
+/// Made by [`fencelock_client_new`], freed by [`fencelock_client_free`].
+/// Thread-safe: any number of threads may use one client at once.
+pub struct fencelock_client {
+    pub(crate) inner: Client,
+    pub(crate) events: Arc<EventHub>,
+}
+
+/// Connects to the nodes in `urls` (`redis://[user:password@]host:port[/db]`,
+/// `rediss://` for TLS, `redis+cluster://` for one Redis Cluster).
+///
+/// * `urls`: `n_urls` NUL-terminated strings, borrowed for the call.
+///   `n_urls == 0` is `FENCELOCK_STATUS_CONFIG`.
+/// * `options`: NULL for defaults, else borrowed for the call (the client
+///   copies what it needs).
+/// * `out`: receives the client on success.
+/// * `error`: NULL, or receives detail on failure (free it with
+///   `fencelock_error_free`).
+///
+/// Fails with `FENCELOCK_STATUS_CONFIG` (bad URL, duplicate node, bad
+/// option), `_AUTH` or `_TLS` when a node refuses us. A node that is merely
+/// down does not fail the call: locks need only a majority.
+///
+/// Blocks while connecting (up to the connect timeout, default 1 s).
+/// Returns `FENCELOCK_STATUS_WOULD_BLOCK` when called from a fencelock
+/// callback. Thread-safe.
+///
+/// # Safety
+/// `urls` is NULL or valid for `n_urls` pointers, each NULL or NUL-terminated;
+/// `options` is NULL or live; `out` and `error` are NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_client_new(
+    urls: *const *const c_char,
+    n_urls: usize,
+    options: *const fencelock_options,
+    out: *mut *mut fencelock_client,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: `error` per the contract; the body reads the rest under the same contract.
+    unsafe {
+        boundary(error, || {
+            let out = args::out(out, "out")?;
+            let builder = options
+                .as_ref()
+                .map_or_else(ClientBuilder::default, |options| options.builder.clone())
+                .nodes(node_urls(urls, n_urls)?);
+            let inner = fencelock_core::block_on(builder.build())??;
+            let client = fencelock_client {
+                inner,
+                events: Arc::new(EventHub::default()),
+            };
+            args::give(out, client);
+            Ok(())
+        })
+    }
+}
+
+/// # Safety
+/// As [`fencelock_client_new`].
+unsafe fn node_urls(urls: *const *const c_char, n_urls: usize) -> FfiResult<Vec<String>> {
+    if n_urls == 0 {
+        return Ok(Vec::new()); // the core's validation explains an empty list
+    }
+    if urls.is_null() {
+        return Err(Failure::null("urls"));
+    }
+    // SAFETY: per the contract, `urls` holds `n_urls` pointers.
+    let urls = unsafe { std::slice::from_raw_parts(urls, n_urls) };
+    urls.iter()
+        .enumerate()
+        // SAFETY: each is NULL or NUL-terminated, per the contract.
+        .map(|(i, url)| unsafe { args::text(*url, &format!("urls[{i}]")) }.map(str::to_owned))
+        .collect()
+}
+
+/// Closes the client and frees it. NULL is a no-op.
+///
+/// Never blocks and does no network I/O. Locks acquired through this client
+/// stay valid: each must still be released or freed, and keeps being renewed
+/// until then. Operations in flight finish and call their callbacks.
+///
+/// # Safety
+/// `client` is NULL or from `fencelock_client_new`, not freed before, and not
+/// in use by another thread during or after this call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_client_free(client: *mut fencelock_client) {
+    // SAFETY: per the contract.
+    if let Some(client) = unsafe { args::take(client) } {
+        client.inner.close();
+    }
+}

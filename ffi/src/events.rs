@@ -1,0 +1,270 @@
+//! Lost-lock events: delivered to a callback, or queued for
+//! `fencelock_client_next_event` so C code never runs on a fencelock thread
+//! unless it asks to.
+
+use std::collections::VecDeque;
+use std::ffi::{CString, c_char, c_void};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use fencelock_core::{Lock, LossReason};
+use tokio::task::AbortHandle;
+
+use crate::args;
+use crate::boundary::{Failure, FfiResult, boundary_status};
+use crate::client::fencelock_client;
+use crate::error::c_string;
+use crate::operation::UserData;
+use crate::status::fencelock_status;
+
+/// Events kept for `fencelock_client_next_event`; beyond this the oldest are
+/// dropped (with a warning in the log) so a client nobody polls cannot grow
+/// without bound.
+pub const FENCELOCK_MAX_QUEUED_EVENTS: usize = 1024;
+
+/// What happened.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum fencelock_event_kind {
+    /// A held lock was lost: stop touching what it protects.
+    FENCELOCK_EVENT_LOCK_LOST = 1,
+}
+
+/// Why a lock was lost.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum fencelock_loss_reason {
+    /// A renewal found the key missing on a majority (deleted, evicted, node restarted empty).
+    FENCELOCK_LOSS_DELETED = 1,
+    /// A renewal found another owner's token on a majority.
+    FENCELOCK_LOSS_TAKEN_OVER = 2,
+    /// Renewals kept failing (nodes unreachable) until the validity ran out.
+    FENCELOCK_LOSS_UNREACHABLE = 3,
+    /// The lease ran out without renewal (auto-renew off, or a renewal limit reached).
+    FENCELOCK_LOSS_EXPIRED = 4,
+    /// A reason added by a later version of fencelock.
+    FENCELOCK_LOSS_OTHER = 99,
+}
+
+impl From<LossReason> for fencelock_loss_reason {
+    fn from(reason: LossReason) -> Self {
+        use fencelock_loss_reason::*;
+        match reason {
+            LossReason::Deleted => FENCELOCK_LOSS_DELETED,
+            LossReason::TakenOver => FENCELOCK_LOSS_TAKEN_OVER,
+            LossReason::Unreachable => FENCELOCK_LOSS_UNREACHABLE,
+            LossReason::Expired => FENCELOCK_LOSS_EXPIRED,
+            _ => FENCELOCK_LOSS_OTHER,
+        }
+    }
+}
+
+/// One event. The lock is identified by its resource and fencing token
+/// (unique per resource).
+///
+/// From [`fencelock_client_next_event`] the event owns `resource`: call
+/// [`fencelock_event_clear`] when done. Passed to a
+/// [`fencelock_event_callback`], it is borrowed for the call only.
+#[repr(C)]
+#[derive(Debug)]
+pub struct fencelock_event {
+    /// What happened.
+    pub kind: fencelock_event_kind,
+    /// Why the lock was lost.
+    pub reason: fencelock_loss_reason,
+    /// The fencing token of the lost lock.
+    pub fencing_token: u64,
+    /// The lock's resource, NUL-terminated UTF-8.
+    pub resource: *mut c_char,
+}
+
+/// Receives events on a fencelock runtime thread. `event` and its strings
+/// are valid only during the call. Keep it short and do not call blocking
+/// fencelock functions from it (they return `FENCELOCK_STATUS_WOULD_BLOCK`).
+pub type fencelock_event_callback =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const fencelock_event)>;
+
+/// An event on its way to C.
+struct LostEvent {
+    resource: CString,
+    fencing_token: u64,
+    reason: fencelock_loss_reason,
+}
+
+#[derive(Clone, Copy)]
+struct Subscriber {
+    callback: unsafe extern "C" fn(*mut c_void, *const fencelock_event),
+    user_data: UserData,
+}
+
+/// Where a client's events go.
+#[derive(Default)]
+pub(crate) struct EventHub {
+    state: Mutex<HubState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct HubState {
+    queue: VecDeque<LostEvent>,
+    subscriber: Option<Subscriber>,
+}
+
+impl EventHub {
+    fn state(&self) -> MutexGuard<'_, HubState> {
+        // Plain data: a panic elsewhere cannot leave it half-written.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn publish(&self, event: LostEvent) {
+        let subscriber = {
+            let mut state = self.state();
+            match state.subscriber {
+                Some(subscriber) => subscriber,
+                None => {
+                    if state.queue.len() == FENCELOCK_MAX_QUEUED_EVENTS {
+                        state.queue.pop_front();
+                        tracing::warn!(
+                            "fencelock event queue full: dropped the oldest event; poll it more often"
+                        );
+                    }
+                    state.queue.push_back(event);
+                    self.ready.notify_one();
+                    return;
+                }
+            }
+        };
+        let c_event = fencelock_event {
+            kind: fencelock_event_kind::FENCELOCK_EVENT_LOCK_LOST,
+            reason: event.reason,
+            fencing_token: event.fencing_token,
+            resource: event.resource.as_ptr().cast_mut(),
+        };
+        // SAFETY: a callback the caller registered, with an event valid for the call.
+        unsafe { (subscriber.callback)(subscriber.user_data.get(), &c_event) };
+    }
+
+    fn next(&self, timeout: Duration) -> Option<LostEvent> {
+        let state = self.state();
+        let (mut state, _) = self
+            .ready
+            .wait_timeout_while(state, timeout, |state| state.queue.is_empty())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.queue.pop_front()
+    }
+}
+
+/// Watches `lock` on the runtime and publishes its loss to `hub`. The
+/// returned handle stops the watch (the lock's C handle aborts it when freed).
+pub(crate) fn watch(lock: &Lock, hub: Arc<EventHub>) -> FfiResult<AbortHandle> {
+    let lost = lock.lost_task();
+    let resource = c_string(lock.resource().to_owned());
+    let fencing_token = lock.fencing_token();
+    let runtime = fencelock_core::runtime_handle()?;
+    let task = runtime.spawn(async move {
+        let reason = lost.await.into();
+        hub.publish(LostEvent {
+            resource,
+            fencing_token,
+            reason,
+        });
+    });
+    Ok(task.abort_handle())
+}
+
+/// Sends this client's events to `callback` (on a fencelock runtime thread)
+/// instead of the queue; NULL goes back to queueing. Events already queued
+/// stay in the queue.
+///
+/// `user_data` is passed back untouched and must stay valid, and usable from
+/// another thread, until the callback is replaced and any call in flight has
+/// returned. Never blocks; thread-safe.
+///
+/// # Safety
+/// `client` is NULL or live; `callback` is NULL or a function with this signature.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_client_set_event_callback(
+    client: *const fencelock_client,
+    callback: fencelock_event_callback,
+    user_data: *mut c_void,
+) -> fencelock_status {
+    boundary_status(|| {
+        // SAFETY: per the contract.
+        let client = unsafe { args::object(client, "client") }?;
+        client.events.state().subscriber = callback.map(|callback| Subscriber {
+            callback,
+            user_data: UserData(user_data),
+        });
+        Ok(())
+    })
+}
+
+/// Takes the next queued event, waiting up to `timeout_ms` (0: just look).
+///
+/// On `FENCELOCK_STATUS_OK`, `*event` is filled in and owns its `resource`
+/// string: release it with [`fencelock_event_clear`]. Returns
+/// `FENCELOCK_STATUS_TIMEOUT` (and leaves `*event` alone) when no event came
+/// in time, and `FENCELOCK_STATUS_WOULD_BLOCK` when called with a non-zero
+/// timeout from a fencelock runtime thread (a callback).
+///
+/// Blocks the calling thread up to `timeout_ms`. Thread-safe: each event
+/// goes to exactly one caller.
+///
+/// # Safety
+/// `client` is NULL or live; `event` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_client_next_event(
+    client: *const fencelock_client,
+    timeout_ms: u64,
+    event: *mut fencelock_event,
+) -> fencelock_status {
+    boundary_status(|| {
+        // SAFETY: per the contract.
+        let client = unsafe { args::object(client, "client") }?;
+        let out = args::out(event, "event")?;
+        if timeout_ms > 0 && tokio::runtime::Handle::try_current().is_ok() {
+            return Err(Failure::new(
+                fencelock_status::FENCELOCK_STATUS_WOULD_BLOCK,
+                "fencelock_client_next_event would block a fencelock runtime thread; poll with timeout 0 here",
+            ));
+        }
+        let next = client.events.next(args::millis(timeout_ms)).ok_or_else(|| {
+            Failure::new(
+                fencelock_status::FENCELOCK_STATUS_TIMEOUT,
+                format!("no event within {timeout_ms} ms"),
+            )
+        })?;
+        let c_event = fencelock_event {
+            kind: fencelock_event_kind::FENCELOCK_EVENT_LOCK_LOST,
+            reason: next.reason,
+            fencing_token: next.fencing_token,
+            resource: next.resource.into_raw(),
+        };
+        // SAFETY: checked non-NULL; the caller promised it is writable.
+        unsafe { out.write(c_event) };
+        Ok(())
+    })
+}
+
+/// Frees the strings an event from [`fencelock_client_next_event`] owns and
+/// zeroes it. Safe to call twice, and on a zeroed event. NULL is a no-op.
+///
+/// # Safety
+/// `event` is NULL, zeroed, or filled in by `fencelock_client_next_event`.
+/// Never call it on an event passed to a callback.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_event_clear(event: *mut fencelock_event) {
+    if event.is_null() {
+        return;
+    }
+    // Read only the pointer field: the enum fields of a zeroed event are not
+    // valid Rust values, so no reference to the whole struct is made.
+    // SAFETY: per the contract.
+    let resource = unsafe { (*event).resource };
+    if !resource.is_null() {
+        // SAFETY: made by `CString::into_raw` in `fencelock_client_next_event`.
+        drop(unsafe { CString::from_raw(resource) });
+    }
+    // SAFETY: per the contract; zero is the documented cleared state.
+    unsafe { event.write_bytes(0, 1) };
+}

@@ -1,0 +1,43 @@
+//! The C ABI of fencelock: `libfencelock.so` / `libfencelock.a` with the
+//! header `include/fencelock.h` (generated from this crate by cbindgen).
+//!
+//! This crate translates and does nothing else: every decision about locks
+//! lives in the core crate. The conventions every function follows:
+//!
+//! * It returns a [`fencelock_status`]; results go to out-parameters that are
+//!   written only on success.
+//! * Detail about a failure goes to an optional `fencelock_error **` (pass
+//!   NULL to skip it), which the caller frees with [`fencelock_error_free`].
+//! * No panic crosses the boundary: every `extern "C"` function runs its body
+//!   through [`boundary`], which turns a panic into
+//!   [`fencelock_status::FENCELOCK_STATUS_INTERNAL`].
+//! * `*_free(NULL)` is a no-op; any other NULL argument is
+//!   [`fencelock_status::FENCELOCK_STATUS_NULL_ARGUMENT`].
+//! * Strings in are NUL-terminated UTF-8; other bytes are
+//!   [`fencelock_status::FENCELOCK_STATUS_INVALID_UTF8`].
+#![allow(non_camel_case_types)]
+
+mod args;
+mod boundary;
+mod client;
+mod error;
+mod events;
+mod fenced;
+mod lock;
+mod operation;
+mod options;
+mod status;
+mod version;
+
+pub use client::*;
+pub use error::*;
+pub use events::*;
+pub use fenced::*;
+pub use lock::*;
+pub use operation::*;
+pub use options::*;
+pub use status::*;
+pub use version::*;
+
+#[cfg(test)]
+mod tests;

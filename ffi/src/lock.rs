@@ -1,0 +1,286 @@
+//! `fencelock_lock`: a held lock, and the blocking calls that take and end it.
+
+use std::ffi::{CString, c_char};
+use std::sync::Arc;
+
+use fencelock_core::{Lock, LockOptions};
+use tokio::task::AbortHandle;
+
+use crate::args;
+use crate::boundary::{Failure, FfiResult, boundary, boundary_status};
+use crate::client::fencelock_client;
+use crate::error::{c_string, fencelock_error};
+use crate::events::{EventHub, watch};
+use crate::status::fencelock_status;
+
+/// A lock taken by `fencelock_acquire`, `fencelock_try_acquire` or
+/// `fencelock_acquire_async`.
+///
+/// Release it with [`fencelock_lock_release`] (network), then free it with
+/// [`fencelock_lock_free`] (memory). Freeing a lock that is still held stops
+/// its renewal without blocking; the key then expires at its ttl.
+///
+/// Thread-safe for every function except `fencelock_lock_free`, which must
+/// not run while another thread uses the same lock.
+pub struct fencelock_lock {
+    pub(crate) inner: Lock,
+    resource: CString,
+    watcher: AbortHandle,
+}
+
+impl fencelock_lock {
+    /// Wraps a core lock and starts publishing its loss to `events`.
+    pub(crate) fn new(inner: Lock, events: &Arc<EventHub>) -> FfiResult<Self> {
+        Ok(fencelock_lock {
+            watcher: watch(&inner, events.clone())?,
+            resource: c_string(inner.resource().to_owned()),
+            inner,
+        })
+    }
+}
+
+impl Drop for fencelock_lock {
+    fn drop(&mut self) {
+        // Dropping `inner` stops renewal; the watcher would otherwise wait forever.
+        self.watcher.abort();
+    }
+}
+
+/// The options of a C acquire: ttl and wait in milliseconds, the rest from the client.
+pub(crate) fn lock_options(ttl_ms: u64, wait_ms: u64) -> LockOptions {
+    LockOptions::new(args::millis(ttl_ms)).wait(args::millis(wait_ms))
+}
+
+/// Takes the lock on `resource`, retrying with backoff for up to `wait_ms`
+/// while another owner holds it. The lock lives `ttl_ms` on Redis and is
+/// renewed automatically until released (unless auto-renew is off).
+///
+/// * `resource`: NUL-terminated UTF-8, 1 to 1024 bytes, borrowed for the call.
+/// * `out`: receives the lock on success only.
+/// * `error`: NULL, or receives detail on failure (node by node).
+///
+/// Statuses: `OK`; `TIMEOUT` (held elsewhere for all of `wait_ms`);
+/// `NOT_ACQUIRED` (held elsewhere and `wait_ms` is 0); `UNAVAILABLE` (no
+/// majority of nodes answered); `INVALID_ARGUMENT` (empty or oversized
+/// resource, `ttl_ms` 0 or above `INT32_MAX`); `INVALID_UTF8`; `NULL_ARGUMENT`;
+/// `CLOSED` (client freed or used after `fork()`); `WOULD_BLOCK` (called from
+/// a fencelock callback: use `fencelock_acquire_async` there).
+///
+/// Blocks up to about `wait_ms` plus one attempt (bounded by the per-node
+/// timeout). Thread-safe.
+///
+/// # Safety
+/// `client` is NULL or live; `resource` is NULL or NUL-terminated; `out` and
+/// `error` are NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_acquire(
+    client: *const fencelock_client,
+    resource: *const c_char,
+    ttl_ms: u64,
+    wait_ms: u64,
+    out: *mut *mut fencelock_lock,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let client = args::object(client, "client")?;
+            let resource = args::text(resource, "resource")?.to_owned();
+            let out = args::out(out, "out")?;
+            let core = client.inner.clone();
+            let options = lock_options(ttl_ms, wait_ms);
+            let lock = fencelock_core::block_on(async move { core.acquire(&resource, options).await })??;
+            args::give(out, fencelock_lock::new(lock, &client.events)?);
+            Ok(())
+        })
+    }
+}
+
+/// One attempt to take the lock on `resource` for `ttl_ms`: as
+/// [`fencelock_acquire`] with no wait, except that a lock held elsewhere is
+/// `FENCELOCK_STATUS_NOT_ACQUIRED`.
+///
+/// Blocks for one attempt (at most about the per-node timeout). Thread-safe.
+///
+/// # Safety
+/// As [`fencelock_acquire`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_try_acquire(
+    client: *const fencelock_client,
+    resource: *const c_char,
+    ttl_ms: u64,
+    out: *mut *mut fencelock_lock,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let client = args::object(client, "client")?;
+            let resource = args::text(resource, "resource")?.to_owned();
+            let out = args::out(out, "out")?;
+            let core = client.inner.clone();
+            let options = lock_options(ttl_ms, 0);
+            let name = resource.clone();
+            let lock = fencelock_core::block_on(async move { core.try_acquire(&resource, options).await })??
+                .ok_or_else(|| {
+                    Failure::new(
+                        fencelock_status::FENCELOCK_STATUS_NOT_ACQUIRED,
+                        format!("lock '{name}' is held by another owner; try again later"),
+                    )
+                })?;
+            args::give(out, fencelock_lock::new(lock, &client.events)?);
+            Ok(())
+        })
+    }
+}
+
+/// Runs `read` on a lock and writes its result to `out`.
+///
+/// # Safety
+/// `lock` is NULL or live; `out` is NULL or writable.
+unsafe fn read_lock<T>(
+    lock: *const fencelock_lock,
+    out: *mut T,
+    read: impl FnOnce(&Lock) -> T,
+) -> fencelock_status {
+    boundary_status(|| {
+        // SAFETY: per the contract.
+        let lock = unsafe { args::object(lock, "lock") }?;
+        let out = args::out(out, "out")?;
+        let value = read(&lock.inner);
+        // SAFETY: checked non-NULL; writable per the contract.
+        unsafe { out.write(value) };
+        Ok(())
+    })
+}
+
+/// The lock's resource, NUL-terminated UTF-8.
+///
+/// Ownership: the string belongs to `lock` and lives until
+/// `fencelock_lock_free`; do not free it. NULL when `lock` is NULL.
+/// Never blocks; thread-safe.
+///
+/// # Safety
+/// `lock` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_resource(lock: *const fencelock_lock) -> *const c_char {
+    // SAFETY: per the contract.
+    unsafe { lock.as_ref() }.map_or(std::ptr::null(), |lock| lock.resource.as_ptr())
+}
+
+/// Writes the lock's fencing token: strictly greater than every earlier
+/// holder's token for this resource. Send it with every write to the storage
+/// the lock protects, and have the storage refuse older tokens.
+///
+/// Never blocks; thread-safe.
+///
+/// # Safety
+/// `lock` is NULL or live; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_fencing_token(
+    lock: *const fencelock_lock,
+    out: *mut u64,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe { read_lock(lock, out, Lock::fencing_token) }
+}
+
+/// Writes whether the lock is held: not released, not lost, and its
+/// validity (on the local monotonic clock) not run out.
+///
+/// Never blocks; thread-safe.
+///
+/// # Safety
+/// `lock` is NULL or live; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_is_held(
+    lock: *const fencelock_lock,
+    out: *mut bool,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe { read_lock(lock, out, Lock::is_held) }
+}
+
+/// Writes how many milliseconds the lock stays valid without another
+/// renewal (0 when not held). Never blocks; thread-safe.
+///
+/// # Safety
+/// `lock` is NULL or live; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_remaining_ms(
+    lock: *const fencelock_lock,
+    out: *mut u64,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe { read_lock(lock, out, |lock| lock.remaining().as_millis() as u64) }
+}
+
+/// Sets the lock's ttl to `ttl_ms` from now on a majority of nodes (it never
+/// re-creates a missing key); later renewals use the new ttl.
+///
+/// Statuses: `OK`; `LOST` (the key is gone or owned by another: stop);
+/// `NOT_HELD` (released before); `UNAVAILABLE`; `INVALID_ARGUMENT` (ttl);
+/// `WOULD_BLOCK` (from a callback).
+///
+/// Blocks for one round trip to the nodes (bounded by the per-node timeout).
+/// Thread-safe.
+///
+/// # Safety
+/// `lock` is NULL or live; `error` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_extend(
+    lock: *const fencelock_lock,
+    ttl_ms: u64,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let lock = args::object(lock, "lock")?;
+            Ok(fencelock_core::block_on(
+                lock.inner.extend_task(args::millis(ttl_ms)),
+            )??)
+        })
+    }
+}
+
+/// Releases the lock on every node (compare-and-delete) and stops renewal.
+/// The lock must still be freed with [`fencelock_lock_free`].
+///
+/// Statuses: `OK` (it was ours and is deleted); `NOT_HELD` (it had expired,
+/// been taken over, been lost, or was released before: calling twice is
+/// safe); `UNAVAILABLE` (too few nodes answered; the rest expire at the ttl);
+/// `WOULD_BLOCK` (from a callback: use `fencelock_lock_release_async`).
+/// Works after the client was freed.
+///
+/// Blocks for one round trip to the nodes (bounded by the per-node timeout).
+/// Thread-safe.
+///
+/// # Safety
+/// `lock` is NULL or live; `error` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_release(
+    lock: *const fencelock_lock,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let lock = args::object(lock, "lock")?;
+            Ok(fencelock_core::block_on(lock.inner.release_task())??)
+        })
+    }
+}
+
+/// Frees a lock. NULL is a no-op. If it is still held, renewal stops and the
+/// key expires at its ttl (call [`fencelock_lock_release`] first to free it
+/// at once). Never blocks, no network I/O.
+///
+/// # Safety
+/// `lock` is NULL or from this library, not freed before, and not in use by
+/// another thread during or after this call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_free(lock: *mut fencelock_lock) {
+    // SAFETY: per the contract.
+    drop(unsafe { args::take(lock) });
+}

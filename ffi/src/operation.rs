@@ -1,0 +1,246 @@
+//! Callback variants: start an operation, get exactly one callback on a
+//! fencelock runtime thread, cancel it if it is no longer wanted.
+
+use std::ffi::{c_char, c_void};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Mutex;
+
+use futures_util::FutureExt;
+use tokio::sync::oneshot;
+
+use crate::args;
+use crate::boundary::{Failure, FfiResult, boundary};
+use crate::client::fencelock_client;
+use crate::error::fencelock_error;
+use crate::lock::{fencelock_lock, lock_options};
+use crate::status::fencelock_status;
+
+/// Called once when an acquire started by [`fencelock_acquire_async`] ends,
+/// on a fencelock runtime thread.
+///
+/// On `FENCELOCK_STATUS_OK`, `lock` is the new lock and `error` is NULL;
+/// otherwise `lock` is NULL and `error` holds the detail. Both become the
+/// callback's to free (`fencelock_lock_free`, `fencelock_error_free`), now or
+/// later from any thread. Do not call blocking fencelock functions from the
+/// callback (they return `FENCELOCK_STATUS_WOULD_BLOCK`); use the `_async`
+/// variants or hand the work to your own thread.
+pub type fencelock_acquire_callback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        status: fencelock_status,
+        lock: *mut fencelock_lock,
+        error: *mut fencelock_error,
+    ),
+>;
+
+/// Called once when an operation without a result (a release) ends, on a
+/// fencelock runtime thread. `error` is NULL on success, else the callback's
+/// to free. Same rules as [`fencelock_acquire_callback`].
+pub type fencelock_done_callback = Option<
+    unsafe extern "C" fn(user_data: *mut c_void, status: fencelock_status, error: *mut fencelock_error),
+>;
+
+/// A handle on an operation in flight, to cancel it.
+///
+/// Owned by the caller and freed with [`fencelock_operation_free`], which
+/// does not cancel. Freeing it before or after the callback ran is fine.
+/// Thread-safe.
+pub struct fencelock_operation {
+    cancel: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+/// The caller's `user_data`, carried to a runtime thread.
+#[derive(Clone, Copy)]
+pub(crate) struct UserData(pub(crate) *mut c_void);
+
+// SAFETY: the header requires `user_data` to be usable from any thread; we
+// never dereference it, only hand it back.
+unsafe impl Send for UserData {}
+// SAFETY: as above.
+unsafe impl Sync for UserData {}
+
+impl UserData {
+    /// The pointer. A method, so closures capture the `Send` wrapper rather
+    /// than the raw field.
+    pub(crate) fn get(self) -> *mut c_void {
+        self.0
+    }
+}
+
+/// Spawns `work` on the runtime and calls `finish` with its result exactly
+/// once: with the result, with `CANCELLED` after a cancel, or with
+/// `INTERNAL` if `work` panicked. Writes a cancel handle to `operation_out`
+/// when it is not NULL.
+///
+/// # Safety
+/// `operation_out` is NULL or writable.
+unsafe fn start<T: Send + 'static>(
+    work: impl Future<Output = FfiResult<T>> + Send + 'static,
+    finish: impl FnOnce(FfiResult<T>) + Send + 'static,
+    operation_out: *mut *mut fencelock_operation,
+) -> FfiResult {
+    let runtime = fencelock_core::runtime_handle()?;
+    let (cancel, cancelled) = oneshot::channel::<()>();
+    runtime.spawn(async move {
+        // A freed handle (sender dropped) is not a cancel.
+        let cancelled = async {
+            if cancelled.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let result = tokio::select! {
+            () = cancelled => Err(Failure::new(fencelock_status::FENCELOCK_STATUS_CANCELLED, "the operation was cancelled")),
+            result = AssertUnwindSafe(work).catch_unwind() => result.unwrap_or_else(|_| {
+                Err(Failure::new(fencelock_status::FENCELOCK_STATUS_INTERNAL, "internal error in fencelock (a bug, please report it)"))
+            }),
+        };
+        finish(result);
+    });
+    if !operation_out.is_null() {
+        let operation = fencelock_operation {
+            cancel: Mutex::new(Some(cancel)),
+        };
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { args::give(operation_out, operation) };
+    }
+    Ok(())
+}
+
+/// Splits a result into the callback's status and error object.
+fn into_status(result: FfiResult) -> (fencelock_status, *mut fencelock_error) {
+    match result {
+        Ok(()) => (fencelock_status::FENCELOCK_STATUS_OK, std::ptr::null_mut()),
+        Err(failure) => (
+            failure.status,
+            Box::into_raw(Box::new(fencelock_error::new(failure))),
+        ),
+    }
+}
+
+/// Starts taking the lock on `resource` (as [`crate::fencelock_acquire`],
+/// `wait_ms` 0 for one attempt) and returns at once; `callback` gets the
+/// outcome exactly once, on a fencelock runtime thread, possibly before this
+/// function returns.
+///
+/// * `operation_out`: NULL, or receives a handle for
+///   [`fencelock_operation_cancel`]; free it with `fencelock_operation_free`.
+/// * `user_data`: passed back untouched; must stay valid, and usable from
+///   another thread, until the callback ran.
+///
+/// Returns `OK` when started; any other status means the callback will
+/// never be called (and `error`, if not NULL, says why). Never blocks.
+/// Thread-safe.
+///
+/// # Safety
+/// `client` is NULL or live; `resource` is NULL or NUL-terminated;
+/// `callback` is NULL or a function of that type; the out-pointers are NULL
+/// or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_acquire_async(
+    client: *const fencelock_client,
+    resource: *const c_char,
+    ttl_ms: u64,
+    wait_ms: u64,
+    callback: fencelock_acquire_callback,
+    user_data: *mut c_void,
+    operation_out: *mut *mut fencelock_operation,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let client = args::object(client, "client")?;
+            let resource = args::text(resource, "resource")?.to_owned();
+            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
+            let (core, events) = (client.inner.clone(), client.events.clone());
+            let options = lock_options(ttl_ms, wait_ms);
+            let user_data = UserData(user_data);
+            let work = async move {
+                let lock = core.acquire(&resource, options).await?;
+                fencelock_lock::new(lock, &events)
+            };
+            let finish = move |result: FfiResult<fencelock_lock>| {
+                let (lock, result) = match result {
+                    Ok(lock) => (Box::into_raw(Box::new(lock)), Ok(())),
+                    Err(failure) => (std::ptr::null_mut(), Err(failure)),
+                };
+                let (status, error) = into_status(result);
+                callback(user_data.get(), status, lock, error);
+            };
+            start(work, finish, operation_out)
+        })
+    }
+}
+
+/// Starts releasing `lock` (as [`crate::fencelock_lock_release`]) and returns
+/// at once; `callback` gets the outcome exactly once on a fencelock runtime
+/// thread. The lock may be freed right after this call returns: the
+/// operation keeps what it needs. Other arguments as
+/// [`fencelock_acquire_async`]. Never blocks. Thread-safe.
+///
+/// # Safety
+/// `lock` is NULL or live; `callback` is NULL or a function of that type;
+/// the out-pointers are NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_release_async(
+    lock: *const fencelock_lock,
+    callback: fencelock_done_callback,
+    user_data: *mut c_void,
+    operation_out: *mut *mut fencelock_operation,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let lock = args::object(lock, "lock")?;
+            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
+            let release = lock.inner.release_task();
+            let user_data = UserData(user_data);
+            let work = async move { Ok(release.await?) };
+            let finish = move |result: FfiResult| {
+                let (status, error) = into_status(result);
+                callback(user_data.get(), status, error);
+            };
+            start(work, finish, operation_out)
+        })
+    }
+}
+
+/// Asks the operation to stop. If its callback has not started yet, it is
+/// called with `FENCELOCK_STATUS_CANCELLED` (an acquire cancelled this way
+/// undoes any partial grant); otherwise this does nothing. Never blocks;
+/// thread-safe; calling twice is harmless.
+///
+/// # Safety
+/// `operation` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_operation_cancel(
+    operation: *const fencelock_operation,
+) -> fencelock_status {
+    crate::boundary::boundary_status(|| {
+        // SAFETY: per the contract.
+        let operation = unsafe { args::object(operation, "operation") }?;
+        let sender = operation
+            .cancel
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(sender) = sender {
+            // Err: the operation already finished; nothing to cancel.
+            let _ = sender.send(());
+        }
+        Ok(())
+    })
+}
+
+/// Frees an operation handle without cancelling the operation. NULL is a
+/// no-op. Never blocks.
+///
+/// # Safety
+/// `operation` is NULL or from this library, not freed before.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_operation_free(operation: *mut fencelock_operation) {
+    // SAFETY: per the contract.
+    drop(unsafe { args::take(operation) });
+}

@@ -1,0 +1,80 @@
+//! Unit tests of the boundary itself; the C API end to end is tested from C
+//! in `tests/c/` against real Redis nodes.
+
+use std::ffi::CStr;
+use std::ptr;
+
+use fencelock_core::{Error, ErrorKind};
+
+use crate::boundary::{Failure, boundary};
+use crate::error::{
+    c_string, fencelock_error, fencelock_error_free, fencelock_error_message, fencelock_error_status,
+};
+use crate::status::{fencelock_status, fencelock_status_name};
+
+#[test]
+fn a_panic_becomes_internal_with_detail() {
+    let mut error: *mut fencelock_error = ptr::null_mut();
+    // SAFETY: `error` is a valid out-pointer.
+    let status = unsafe { boundary(&mut error, || panic!("boom")) };
+    assert_eq!(status, fencelock_status::FENCELOCK_STATUS_INTERNAL);
+    // SAFETY: `error` was just written by the boundary.
+    unsafe {
+        assert_eq!(
+            fencelock_error_status(error),
+            fencelock_status::FENCELOCK_STATUS_INTERNAL
+        );
+        let message = CStr::from_ptr(fencelock_error_message(error)).to_str().unwrap();
+        assert!(message.contains("boom") && message.contains("bug"), "{message}");
+        fencelock_error_free(error);
+    }
+}
+
+#[test]
+fn success_leaves_the_error_pointer_alone() {
+    let sentinel = ptr::dangling_mut::<fencelock_error>();
+    let mut error = sentinel;
+    // SAFETY: `error` is a valid out-pointer.
+    let status = unsafe { boundary(&mut error, || Ok(())) };
+    assert_eq!(status, fencelock_status::FENCELOCK_STATUS_OK);
+    assert_eq!(error, sentinel);
+}
+
+#[test]
+fn statuses_share_the_core_error_codes() {
+    let kinds = [
+        ErrorKind::NotAcquired,
+        ErrorKind::Timeout,
+        ErrorKind::Unavailable,
+        ErrorKind::Lost,
+        ErrorKind::NotHeld,
+        ErrorKind::StaleToken,
+        ErrorKind::InvalidArgument,
+        ErrorKind::Config,
+        ErrorKind::Auth,
+        ErrorKind::Tls,
+        ErrorKind::Closed,
+        ErrorKind::WouldBlock,
+    ];
+    for kind in kinds {
+        let status = fencelock_status::from(kind);
+        assert_eq!(status as i32, kind.code(), "{kind}");
+        let name = unsafe { CStr::from_ptr(fencelock_status_name(status as i32)) }
+            .to_str()
+            .unwrap();
+        assert_eq!(name, format!("FENCELOCK_STATUS_{}", kind.as_str().to_uppercase()));
+    }
+}
+
+#[test]
+fn core_errors_keep_their_kind_and_node_detail_in_the_message() {
+    let failure = Failure::from(Error::new(ErrorKind::Unavailable, "only 1 of 3 nodes answered"));
+    assert_eq!(failure.status, fencelock_status::FENCELOCK_STATUS_UNAVAILABLE);
+    assert!(failure.message.contains("only 1 of 3"));
+}
+
+#[test]
+fn interior_nul_does_not_cut_a_message_short() {
+    let text = c_string("before\0after".to_owned());
+    assert_eq!(text.to_str().unwrap(), "before\u{FFFD}after");
+}

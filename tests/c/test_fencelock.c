@@ -1,0 +1,714 @@
+/*
+ * C tests of libfencelock against real redis-server nodes (started by the
+ * shared harness). Prints one line per test and "N passed, N failed".
+ *
+ *   test_fencelock              run every test
+ *   test_fencelock hold URL RESOURCE MS
+ *                               helper process: take the lock, print its
+ *                               token, hold it MS milliseconds, release
+ */
+#define _GNU_SOURCE
+#include <fencelock.h>
+
+#include <limits.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static redis_nodes single;
+static redis_nodes trio;
+static const char *self_path;
+static int test_failed;
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      test_failed = 1;                                                         \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+#define CHECK_STATUS(expr, expected)                                           \
+  do {                                                                         \
+    fencelock_status got_ = (expr);                                            \
+    if (got_ != (expected)) {                                                  \
+      fprintf(stderr, "    %s:%d: %s returned %s, expected %s\n", __FILE__,    \
+              __LINE__, #expr, fencelock_status_name(got_),                    \
+              fencelock_status_name(expected));                                \
+      test_failed = 1;                                                         \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* A resource name no other test (or earlier run) uses. */
+static const char *unique(const char *name) {
+  static char buffer[8][128];
+  static int next;
+  char *out = buffer[next++ % 8];
+  snprintf(out, 128, "c-%s-%d-%ld", name, (int)getpid(), (long)time(NULL));
+  return out;
+}
+
+static fencelock_client *connect_to(redis_nodes *nodes) {
+  fencelock_client *client = NULL;
+  fencelock_error *error = NULL;
+  fencelock_status status = fencelock_client_new(nodes->url_list, (size_t)nodes->count, NULL, &client, &error);
+  if (status != FENCELOCK_STATUS_OK) {
+    fprintf(stderr, "    connect failed: %s\n", fencelock_error_message(error));
+    fencelock_error_free(error);
+    return NULL;
+  }
+  return client;
+}
+
+/* Runs a Redis command on node `index` through the harness; returns the reply. */
+static const char *redis(redis_nodes *nodes, int index, const char *command) {
+  static char reply[4096];
+  if (redis_nodes_run(nodes, reply, sizeof reply, "call %d %s", index, command) != 0) {
+    fprintf(stderr, "    harness: %s\n", reply);
+  }
+  return reply;
+}
+
+/* Waits up to `ms` for `*counter` to reach `target`. */
+static int wait_for(atomic_int *counter, int target, long ms) {
+  for (long waited = 0; atomic_load(counter) < target && waited < ms; waited += 10) sleep_ms(10);
+  return atomic_load(counter) >= target;
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void test_version_matches_header(void) {
+  CHECK(strcmp(fencelock_version(), FENCELOCK_VERSION) == 0);
+}
+
+static void test_status_names(void) {
+  CHECK(strcmp(fencelock_status_name(FENCELOCK_STATUS_NOT_ACQUIRED), "FENCELOCK_STATUS_NOT_ACQUIRED") == 0);
+  CHECK(strcmp(fencelock_status_name(FENCELOCK_STATUS_OK), "FENCELOCK_STATUS_OK") == 0);
+  CHECK(strcmp(fencelock_status_name(12345), "FENCELOCK_STATUS_UNKNOWN") == 0);
+  CHECK(strcmp(fencelock_status_name(-1), "FENCELOCK_STATUS_UNKNOWN") == 0);
+}
+
+static void test_client_lifecycle_with_options(void) {
+  fencelock_options *options = NULL;
+  CHECK_STATUS(fencelock_options_new(&options), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_key_prefix(options, "ctest:"), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_node_timeout_ms(options, 200), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_connect_timeout_ms(options, 2000), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_drift_factor(options, 0.02), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_retry_ms(options, 5, 50), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_auto_renew(options, true), FENCELOCK_STATUS_OK);
+  fencelock_client *client = NULL;
+  CHECK_STATUS(fencelock_client_new(single.url_list, 1, options, &client, NULL), FENCELOCK_STATUS_OK);
+  fencelock_options_free(options);
+  CHECK(client != NULL);
+
+  const char *resource = unique("prefix");
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 1000, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  char command[256];
+  snprintf(command, sizeof command, "EXISTS ctest:{%s}", resource);
+  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+
+  /* free(NULL) is a no-op for every type. */
+  fencelock_client_free(NULL);
+  fencelock_lock_free(NULL);
+  fencelock_options_free(NULL);
+  fencelock_error_free(NULL);
+  fencelock_operation_free(NULL);
+  fencelock_string_free(NULL);
+  fencelock_event_clear(NULL);
+}
+
+static void test_acquire_extend_release(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  const char *resource = unique("basic");
+  fencelock_lock *lock = NULL;
+  fencelock_error *error = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 1000, 0, &lock, &error), FENCELOCK_STATUS_OK);
+  CHECK(error == NULL); /* written only on failure */
+  CHECK(strcmp(fencelock_lock_resource(lock), resource) == 0);
+
+  uint64_t token = 0, remaining = 0, extended = 0;
+  bool held = false;
+  CHECK_STATUS(fencelock_lock_fencing_token(lock, &token), FENCELOCK_STATUS_OK);
+  CHECK(token > 0);
+  CHECK_STATUS(fencelock_lock_is_held(lock, &held), FENCELOCK_STATUS_OK);
+  CHECK(held);
+  CHECK_STATUS(fencelock_lock_remaining_ms(lock, &remaining), FENCELOCK_STATUS_OK);
+  CHECK(remaining > 0 && remaining <= 1000);
+
+  CHECK_STATUS(fencelock_lock_extend(lock, 5000, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_remaining_ms(lock, &extended), FENCELOCK_STATUS_OK);
+  CHECK(extended > remaining && extended <= 5000);
+
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_is_held(lock, &held), FENCELOCK_STATUS_OK);
+  CHECK(!held);
+  char command[256];
+  snprintf(command, sizeof command, "EXISTS fencelock:{%s}", resource);
+  CHECK(strcmp(redis(&single, 0, command), "0") == 0);
+
+  /* Double release and extend after release: documented statuses, with detail. */
+  CHECK_STATUS(fencelock_lock_release(lock, &error), FENCELOCK_STATUS_NOT_HELD);
+  CHECK(error != NULL && fencelock_error_status(error) == FENCELOCK_STATUS_NOT_HELD);
+  CHECK(strstr(fencelock_error_message(error), resource) != NULL);
+  fencelock_error_free(error);
+  CHECK_STATUS(fencelock_lock_extend(lock, 1000, NULL), FENCELOCK_STATUS_NOT_HELD);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
+static void test_contention_in_one_process(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  const char *resource = unique("busy");
+  fencelock_lock *held = NULL, *other = (fencelock_lock *)0x1;
+  fencelock_error *error = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 2000, 0, &held, NULL), FENCELOCK_STATUS_OK);
+
+  CHECK_STATUS(fencelock_try_acquire(client, resource, 1000, &other, &error), FENCELOCK_STATUS_NOT_ACQUIRED);
+  CHECK(other == (fencelock_lock *)0x1); /* out-parameter untouched on failure */
+  CHECK(strstr(fencelock_error_message(error), resource) != NULL);
+  fencelock_error_free(error);
+  error = NULL;
+
+  CHECK_STATUS(fencelock_acquire(client, resource, 1000, 150, &other, &error), FENCELOCK_STATUS_TIMEOUT);
+  CHECK(fencelock_error_node_count(error) == 1);
+  fencelock_node_outcome outcome = FENCELOCK_NODE_OK;
+  const char *node = NULL, *detail = NULL;
+  CHECK_STATUS(fencelock_error_node(error, 0, &node, &outcome, &detail), FENCELOCK_STATUS_OK);
+  CHECK(outcome == FENCELOCK_NODE_HELD_BY_OTHER);
+  CHECK(strstr(node, "127.0.0.1") != NULL && detail != NULL);
+  CHECK_STATUS(fencelock_error_node(error, 1, &node, NULL, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  fencelock_error_free(error);
+
+  CHECK_STATUS(fencelock_lock_release(held, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(held);
+  fencelock_client_free(client);
+}
+
+static void test_contention_across_processes(void) {
+  const char *resource = unique("procs");
+  char command[1024];
+  snprintf(command, sizeof command, "'%s' hold '%s' '%s' 700", self_path, single.urls[0], resource);
+  FILE *child = popen(command, "r");
+  CHECK(child != NULL);
+  unsigned long long child_token = 0;
+  CHECK(fscanf(child, "token %llu", &child_token) == 1);
+
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_try_acquire(client, resource, 1000, &lock, NULL), FENCELOCK_STATUS_NOT_ACQUIRED);
+  /* The child releases after 700 ms; waiting up to 10 s must get the lock. */
+  CHECK_STATUS(fencelock_acquire(client, resource, 1000, 10000, &lock, NULL), FENCELOCK_STATUS_OK);
+  uint64_t token = 0;
+  CHECK_STATUS(fencelock_lock_fencing_token(lock, &token), FENCELOCK_STATUS_OK);
+  CHECK(token > child_token);
+  CHECK(pclose(child) == 0);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
+static void test_fencing_tokens_and_fenced_writes(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  const char *resource = unique("fence");
+  uint64_t tokens[5] = {0};
+  for (int i = 0; i < 5; i++) {
+    fencelock_lock *lock = NULL;
+    CHECK_STATUS(fencelock_acquire(client, resource, 1000, 1000, &lock, NULL), FENCELOCK_STATUS_OK);
+    CHECK_STATUS(fencelock_lock_fencing_token(lock, &tokens[i]), FENCELOCK_STATUS_OK);
+    CHECK(i == 0 || tokens[i] > tokens[i - 1]);
+    CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+    fencelock_lock_free(lock);
+  }
+  const char *key = unique("fenced-key");
+  CHECK_STATUS(fencelock_fenced_set(client, key, "newest", tokens[4], NULL), FENCELOCK_STATUS_OK);
+  fencelock_error *error = NULL;
+  CHECK_STATUS(fencelock_fenced_set(client, key, "stale", tokens[0], &error), FENCELOCK_STATUS_STALE_TOKEN);
+  CHECK(fencelock_error_message(error) != NULL);
+  fencelock_error_free(error);
+
+  char *value = NULL;
+  uint64_t stored = 0;
+  CHECK_STATUS(fencelock_fenced_get(client, key, &value, &stored, NULL), FENCELOCK_STATUS_OK);
+  CHECK(value != NULL && strcmp(value, "newest") == 0);
+  CHECK(stored == tokens[4]);
+  fencelock_string_free(value);
+  CHECK_STATUS(fencelock_fenced_get(client, unique("absent"), &value, &stored, NULL), FENCELOCK_STATUS_OK);
+  CHECK(value == NULL && stored == 0);
+  fencelock_client_free(client);
+}
+
+static void test_loss_event_pulled(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  fencelock_event event;
+  memset(&event, 0, sizeof event);
+  CHECK_STATUS(fencelock_client_next_event(client, 0, &event), FENCELOCK_STATUS_TIMEOUT);
+
+  const char *resource = unique("lost");
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 300, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  uint64_t token = 0;
+  CHECK_STATUS(fencelock_lock_fencing_token(lock, &token), FENCELOCK_STATUS_OK);
+  char command[256];
+  snprintf(command, sizeof command, "DEL fencelock:{%s}", resource);
+  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+
+  /* The next renewal (every ttl/3) finds the key gone. */
+  CHECK_STATUS(fencelock_client_next_event(client, 10000, &event), FENCELOCK_STATUS_OK);
+  CHECK(event.kind == FENCELOCK_EVENT_LOCK_LOST);
+  CHECK(event.reason == FENCELOCK_LOSS_DELETED);
+  CHECK(event.fencing_token == token);
+  CHECK(strcmp(event.resource, resource) == 0);
+  fencelock_event_clear(&event);
+  CHECK(event.resource == NULL);
+  fencelock_event_clear(&event); /* twice is safe */
+
+  bool held = true;
+  CHECK_STATUS(fencelock_lock_is_held(lock, &held), FENCELOCK_STATUS_OK);
+  CHECK(!held);
+  CHECK_STATUS(fencelock_lock_extend(lock, 1000, NULL), FENCELOCK_STATUS_LOST);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_NOT_HELD);
+  CHECK_STATUS(fencelock_client_next_event(client, 0, &event), FENCELOCK_STATUS_TIMEOUT);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
+typedef struct loss_record {
+  atomic_int calls;
+  uint64_t token;
+  fencelock_loss_reason reason;
+  char resource[128];
+} loss_record;
+
+static void on_event(void *user_data, const fencelock_event *event) {
+  loss_record *record = user_data;
+  record->token = event->fencing_token;
+  record->reason = event->reason;
+  snprintf(record->resource, sizeof record->resource, "%s", event->resource);
+  atomic_fetch_add(&record->calls, 1);
+}
+
+static void test_loss_event_callback(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  static loss_record record;
+  memset(&record, 0, sizeof record);
+  CHECK_STATUS(fencelock_client_set_event_callback(client, on_event, &record), FENCELOCK_STATUS_OK);
+  const char *resource = unique("lost-cb");
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 300, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  uint64_t token = 0;
+  CHECK_STATUS(fencelock_lock_fencing_token(lock, &token), FENCELOCK_STATUS_OK);
+  char command[256];
+  snprintf(command, sizeof command, "DEL fencelock:{%s}", resource);
+  redis(&single, 0, command);
+  CHECK(wait_for(&record.calls, 1, 10000));
+  sleep_ms(400); /* a second call would show up within a few renewal periods */
+  CHECK(atomic_load(&record.calls) == 1);
+  CHECK(record.token == token && record.reason == FENCELOCK_LOSS_DELETED);
+  CHECK(strcmp(record.resource, resource) == 0);
+  /* Delivered to the callback, so nothing was queued. */
+  fencelock_event event;
+  CHECK_STATUS(fencelock_client_next_event(client, 0, &event), FENCELOCK_STATUS_TIMEOUT);
+  CHECK_STATUS(fencelock_client_set_event_callback(client, NULL, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
+typedef struct async_record {
+  atomic_int calls;
+  fencelock_status status;
+  fencelock_lock *lock;
+  fencelock_status nested_blocking; /* what a blocking call made from the callback returned */
+  fencelock_status nested_next_event;
+  fencelock_client *client;
+  char resource[128];
+} async_record;
+
+static void on_acquired(void *user_data, fencelock_status status, fencelock_lock *lock, fencelock_error *error) {
+  async_record *record = user_data;
+  record->status = status;
+  record->lock = lock;
+  fencelock_error_free(error);
+  if (record->client != NULL) {
+    fencelock_lock *other = NULL;
+    record->nested_blocking = fencelock_try_acquire(record->client, record->resource, 1000, &other, NULL);
+    fencelock_event event;
+    record->nested_next_event = fencelock_client_next_event(record->client, 10, &event);
+  }
+  atomic_fetch_add(&record->calls, 1);
+}
+
+static void on_done(void *user_data, fencelock_status status, fencelock_error *error) {
+  async_record *record = user_data;
+  record->status = status;
+  fencelock_error_free(error);
+  atomic_fetch_add(&record->calls, 1);
+}
+
+static void test_async_acquire_and_release(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  static async_record record;
+  memset(&record, 0, sizeof record);
+  fencelock_operation *operation = NULL;
+  const char *resource = unique("async");
+  CHECK_STATUS(fencelock_acquire_async(client, resource, 1000, 1000, on_acquired, &record, &operation, NULL),
+               FENCELOCK_STATUS_OK);
+  CHECK(wait_for(&record.calls, 1, 10000));
+  CHECK(record.status == FENCELOCK_STATUS_OK && record.lock != NULL);
+  CHECK_STATUS(fencelock_operation_cancel(operation), FENCELOCK_STATUS_OK); /* after the fact: no effect */
+  sleep_ms(50);
+  CHECK(atomic_load(&record.calls) == 1);
+  fencelock_operation_free(operation);
+
+  fencelock_lock *lock = record.lock;
+  memset(&record, 0, sizeof record);
+  CHECK_STATUS(fencelock_lock_release_async(lock, on_done, &record, NULL, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock); /* allowed right away: the release keeps what it needs */
+  CHECK(wait_for(&record.calls, 1, 10000));
+  CHECK(record.status == FENCELOCK_STATUS_OK);
+  char command[256];
+  snprintf(command, sizeof command, "EXISTS fencelock:{%s}", resource);
+  CHECK(strcmp(redis(&single, 0, command), "0") == 0);
+  fencelock_client_free(client);
+}
+
+static void test_async_cancel_fires_once_and_leaves_nothing(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  const char *resource = unique("cancel");
+  fencelock_lock *holder = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 5000, 0, &holder, NULL), FENCELOCK_STATUS_OK);
+
+  static async_record record;
+  memset(&record, 0, sizeof record);
+  fencelock_operation *operation = NULL;
+  CHECK_STATUS(fencelock_acquire_async(client, resource, 1000, 30000, on_acquired, &record, &operation, NULL),
+               FENCELOCK_STATUS_OK);
+  sleep_ms(100);
+  CHECK(atomic_load(&record.calls) == 0);
+  CHECK_STATUS(fencelock_operation_cancel(operation), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_operation_cancel(operation), FENCELOCK_STATUS_OK);
+  CHECK(wait_for(&record.calls, 1, 10000));
+  sleep_ms(100);
+  CHECK(atomic_load(&record.calls) == 1);
+  CHECK(record.status == FENCELOCK_STATUS_CANCELLED && record.lock == NULL);
+  fencelock_operation_free(operation);
+
+  /* The holder is untouched; after its release the lock is free at once. */
+  CHECK_STATUS(fencelock_lock_release(holder, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(holder);
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_try_acquire(client, resource, 1000, &lock, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
+static void test_blocking_call_from_callback_would_block(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  static async_record record;
+  memset(&record, 0, sizeof record);
+  record.client = client;
+  snprintf(record.resource, sizeof record.resource, "%s", unique("nested"));
+  CHECK_STATUS(fencelock_acquire_async(client, unique("outer"), 1000, 0, on_acquired, &record, NULL, NULL),
+               FENCELOCK_STATUS_OK);
+  CHECK(wait_for(&record.calls, 1, 10000));
+  CHECK(record.status == FENCELOCK_STATUS_OK);
+  CHECK(record.nested_blocking == FENCELOCK_STATUS_WOULD_BLOCK);
+  CHECK(record.nested_next_event == FENCELOCK_STATUS_WOULD_BLOCK);
+  CHECK_STATUS(fencelock_lock_release(record.lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(record.lock);
+  fencelock_client_free(client);
+}
+
+static void test_free_while_renewing_lets_key_expire(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  const char *resource = unique("free-held");
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 200, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  sleep_ms(450); /* renewed at least once */
+  char command[256];
+  snprintf(command, sizeof command, "EXISTS fencelock:{%s}", resource);
+  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+  fencelock_lock_free(lock);
+  int gone = 0;
+  for (int i = 0; i < 200 && !gone; i++) {
+    gone = strcmp(redis(&single, 0, command), "0") == 0;
+    if (!gone) sleep_ms(20);
+  }
+  CHECK(gone);
+  fencelock_event event;
+  CHECK_STATUS(fencelock_client_next_event(client, 0, &event), FENCELOCK_STATUS_TIMEOUT);
+  fencelock_client_free(client);
+}
+
+static void test_release_after_client_free(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_acquire(client, unique("orphan"), 1000, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_client_free(client);
+  bool held = false;
+  CHECK_STATUS(fencelock_lock_is_held(lock, &held), FENCELOCK_STATUS_OK);
+  CHECK(held);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+}
+
+static void test_redlock_quorum(void) {
+  fencelock_client *client = connect_to(&trio);
+  CHECK(client != NULL);
+  const char *resource = unique("quorum");
+  fencelock_lock *lock = NULL;
+  CHECK(redis_nodes_run(&trio, NULL, 0, "kill 0") == 0);
+  CHECK_STATUS(fencelock_acquire(client, resource, 2000, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+
+  CHECK(redis_nodes_run(&trio, NULL, 0, "kill 1") == 0);
+  fencelock_error *error = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 2000, 0, &lock, &error), FENCELOCK_STATUS_UNAVAILABLE);
+  CHECK(fencelock_error_node_count(error) == 3);
+  int failed = 0;
+  for (size_t i = 0; i < 3; i++) {
+    fencelock_node_outcome outcome;
+    CHECK_STATUS(fencelock_error_node(error, i, NULL, &outcome, NULL), FENCELOCK_STATUS_OK);
+    failed += outcome == FENCELOCK_NODE_FAILED || outcome == FENCELOCK_NODE_TIMED_OUT;
+  }
+  CHECK(failed == 2);
+  CHECK(strstr(fencelock_error_message(error), trio.urls[0]) != NULL);
+  fencelock_error_free(error);
+  CHECK(redis_nodes_run(&trio, NULL, 0, "restart 0") == 0);
+  CHECK(redis_nodes_run(&trio, NULL, 0, "restart 1") == 0);
+  CHECK_STATUS(fencelock_acquire(client, resource, 2000, 5000, &lock, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
+/* reliability.md T21: bad input gets a documented status, never a crash. */
+static void test_bad_client_arguments(void) {
+  fencelock_client *client = (fencelock_client *)0x1;
+  fencelock_error *error = NULL;
+  const char *null_url[] = {NULL};
+  CHECK_STATUS(fencelock_client_new(NULL, 1, NULL, &client, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_client_new(null_url, 1, NULL, &client, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_client_new(single.url_list, 1, NULL, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_client_new(single.url_list, 0, NULL, &client, &error), FENCELOCK_STATUS_CONFIG);
+  CHECK(strlen(fencelock_error_message(error)) > 0);
+  fencelock_error_free(error);
+  error = NULL;
+  const char *bad[] = {"not a url"};
+  CHECK_STATUS(fencelock_client_new(bad, 1, NULL, &client, &error), FENCELOCK_STATUS_CONFIG);
+  CHECK(strstr(fencelock_error_message(error), "not a url") != NULL);
+  fencelock_error_free(error);
+  const char *http[] = {"http://127.0.0.1:1"};
+  CHECK_STATUS(fencelock_client_new(http, 1, NULL, &client, NULL), FENCELOCK_STATUS_CONFIG);
+  const char *twice[] = {single.urls[0], single.urls[0]};
+  CHECK_STATUS(fencelock_client_new(twice, 2, NULL, &client, NULL), FENCELOCK_STATUS_CONFIG);
+  const char *bad_utf8[] = {"redis://127.0.0.1:1/\xff"};
+  CHECK_STATUS(fencelock_client_new(bad_utf8, 1, NULL, &client, NULL), FENCELOCK_STATUS_INVALID_UTF8);
+
+  fencelock_options *options = NULL;
+  CHECK_STATUS(fencelock_options_new(NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_options_set_node_timeout_ms(NULL, 5), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_options_new(&options), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_key_prefix(options, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_options_set_key_prefix(options, "\xc3\x28"), FENCELOCK_STATUS_INVALID_UTF8);
+  CHECK_STATUS(fencelock_options_set_tls_ca_pem(options, NULL, 10), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_options_set_node_timeout_ms(options, 0), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_client_new(single.url_list, 1, options, &client, NULL), FENCELOCK_STATUS_CONFIG);
+  CHECK_STATUS(fencelock_options_set_node_timeout_ms(options, 100), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_drift_factor(options, NAN), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_client_new(single.url_list, 1, options, &client, NULL), FENCELOCK_STATUS_CONFIG);
+  fencelock_options_free(options);
+  CHECK(client == (fencelock_client *)0x1); /* never written on failure */
+
+  CHECK(fencelock_error_status(NULL) == FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK(fencelock_error_message(NULL) == NULL);
+  CHECK(fencelock_error_node_count(NULL) == 0);
+  CHECK_STATUS(fencelock_error_node(NULL, 0, NULL, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+}
+
+static void test_bad_lock_arguments(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  fencelock_lock *lock = NULL;
+  fencelock_error *error = NULL;
+  CHECK_STATUS(fencelock_acquire(NULL, "r", 1000, 0, &lock, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_acquire(client, NULL, 1000, 0, &lock, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_acquire(client, "r", 1000, 0, NULL, &error), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK(strstr(fencelock_error_message(error), "out") != NULL);
+  fencelock_error_free(error);
+  CHECK_STATUS(fencelock_acquire(client, "", 1000, 0, &lock, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  char huge[5000];
+  memset(huge, 'a', sizeof huge - 1);
+  huge[sizeof huge - 1] = '\0';
+  CHECK_STATUS(fencelock_acquire(client, huge, 1000, 0, &lock, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_acquire(client, "bad\xff\xfe", 1000, 0, &lock, NULL), FENCELOCK_STATUS_INVALID_UTF8);
+  CHECK_STATUS(fencelock_acquire(client, "r", 0, 0, &lock, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_acquire(client, "r", UINT64_MAX, 0, &lock, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_acquire(client, "r", (uint64_t)INT32_MAX + 1, 0, &lock, NULL),
+               FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_acquire(client, "r", 1000, UINT64_MAX, &lock, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_try_acquire(client, "", 1000, &lock, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_acquire_async(client, "r", 1000, 0, NULL, NULL, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_release_async(NULL, on_done, NULL, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK(lock == NULL);
+
+  uint64_t value = 0;
+  bool held = false;
+  CHECK_STATUS(fencelock_lock_fencing_token(NULL, &value), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_is_held(NULL, &held), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_remaining_ms(NULL, &value), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_extend(NULL, 1000, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_release(NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK(fencelock_lock_resource(NULL) == NULL);
+  CHECK_STATUS(fencelock_operation_cancel(NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_client_next_event(NULL, 0, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_client_next_event(client, 0, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_client_set_event_callback(NULL, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_fenced_set(client, "", "v", 1, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_fenced_set(client, "k", NULL, 1, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+
+  CHECK_STATUS(fencelock_acquire(client, unique("ttl"), 1000, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_fencing_token(lock, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_extend(lock, 0, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_extend(lock, UINT64_MAX, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
+static void test_inventory_example(void) {
+  const char *example = getenv("FENCELOCK_EXAMPLE_INVENTORY");
+  CHECK(example != NULL);
+  const char *sku = unique("sku");
+  char command[1024];
+  snprintf(command, sizeof command, "FENCELOCK_NODES='%s,%s,%s' '%s' '%s' 10", trio.urls[0], trio.urls[1],
+           trio.urls[2], example, sku);
+  FILE *runs[3];
+  for (int i = 0; i < 3; i++) {
+    runs[i] = popen(command, "r");
+    CHECK(runs[i] != NULL);
+  }
+  int finished = 0;
+  for (int i = 0; i < 3; i++) {
+    char line[256];
+    while (fgets(line, sizeof line, runs[i]) != NULL) {
+    }
+    finished += pclose(runs[i]) == 0;
+  }
+  CHECK(finished == 3);
+  /* 3 processes x 10 decrements from 100, each under the lock: exactly 70 left. */
+  fencelock_client *client = connect_to(&trio);
+  CHECK(client != NULL);
+  char key[256];
+  snprintf(key, sizeof key, "stock:%s", sku);
+  char *value = NULL;
+  uint64_t token = 0;
+  CHECK_STATUS(fencelock_fenced_get(client, key, &value, &token, NULL), FENCELOCK_STATUS_OK);
+  CHECK(value != NULL && strcmp(value, "70") == 0);
+  CHECK(token > 0);
+  fencelock_string_free(value);
+  fencelock_client_free(client);
+}
+
+/* ---- runner ------------------------------------------------------------- */
+
+static int hold(const char *url, const char *resource, long ms) {
+  fencelock_client *client = NULL;
+  fencelock_lock *lock = NULL;
+  const char *urls[] = {url};
+  if (fencelock_client_new(urls, 1, NULL, &client, NULL) != FENCELOCK_STATUS_OK) return 2;
+  if (fencelock_acquire(client, resource, 5000, 0, &lock, NULL) != FENCELOCK_STATUS_OK) return 3;
+  uint64_t token = 0;
+  fencelock_lock_fencing_token(lock, &token);
+  printf("token %llu\n", (unsigned long long)token);
+  fflush(stdout);
+  sleep_ms(ms);
+  int status = fencelock_lock_release(lock, NULL) == FENCELOCK_STATUS_OK ? 0 : 4;
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+  return status;
+}
+
+typedef struct test_case {
+  const char *name;
+  void (*run)(void);
+} test_case;
+
+#define TEST(fn) {#fn, fn}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "hold") == 0) return hold(argv[2], argv[3], atol(argv[4]));
+  self_path = realpath(argv[0], NULL);
+  const test_case tests[] = {
+      TEST(test_version_matches_header),
+      TEST(test_status_names),
+      TEST(test_client_lifecycle_with_options),
+      TEST(test_acquire_extend_release),
+      TEST(test_contention_in_one_process),
+      TEST(test_contention_across_processes),
+      TEST(test_fencing_tokens_and_fenced_writes),
+      TEST(test_loss_event_pulled),
+      TEST(test_loss_event_callback),
+      TEST(test_async_acquire_and_release),
+      TEST(test_async_cancel_fires_once_and_leaves_nothing),
+      TEST(test_blocking_call_from_callback_would_block),
+      TEST(test_free_while_renewing_lets_key_expire),
+      TEST(test_release_after_client_free),
+      TEST(test_bad_client_arguments),
+      TEST(test_bad_lock_arguments),
+      TEST(test_inventory_example),
+      TEST(test_redlock_quorum),
+  };
+  if (redis_nodes_start(&single, 1) != 0 || redis_nodes_start(&trio, 3) != 0) {
+    fprintf(stderr, "could not start redis nodes through the harness\n");
+    return 2;
+  }
+  const char *only = getenv("FENCELOCK_C_TEST");
+  int passed = 0, failed = 0;
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+    if (only != NULL && strstr(tests[i].name, only) == NULL) continue;
+    test_failed = 0;
+    tests[i].run();
+    printf("%s %s\n", test_failed ? "FAIL" : "ok  ", tests[i].name);
+    fflush(stdout);
+    if (test_failed) failed++;
+    else passed++;
+  }
+  redis_nodes_stop(&single);
+  redis_nodes_stop(&trio);
+  free((void *)self_path);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
