@@ -746,6 +746,23 @@ fencelock_status fencelock_lock_release_async(const struct fencelock_lock *lock,
                                               struct fencelock_error **error);
 
 /**
+ * Starts extending `lock` to `ttl_ms` from now (as
+ * [`crate::fencelock_lock_extend`]) and returns at once; `callback` gets the
+ * outcome exactly once on a fencelock runtime thread. The lock may be freed
+ * while the extension is in flight. Other arguments as
+ * [`fencelock_acquire_async`]. Never blocks. Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_lock_release_async`].
+ */
+fencelock_status fencelock_lock_extend_async(const struct fencelock_lock *lock,
+                                             uint64_t ttl_ms,
+                                             fencelock_done_callback callback,
+                                             void *user_data,
+                                             struct fencelock_operation **operation_out,
+                                             struct fencelock_error **error);
+
+/**
  * Asks the operation to stop. If its callback has not started yet, it is
  * called with `FENCELOCK_STATUS_CANCELLED` (an acquire cancelled this way
  * undoes any partial grant); otherwise this does nothing. Never blocks;

@@ -196,15 +196,66 @@ pub unsafe extern "C" fn fencelock_lock_release_async(
             let lock = args::object(lock, "lock")?;
             let callback = callback.ok_or_else(|| Failure::null("callback"))?;
             let release = lock.inner.release_task();
-            let user_data = UserData(user_data);
-            let work = async move { Ok(release.await?) };
-            let finish = move |result: FfiResult| {
-                let (status, error) = into_status(result);
-                callback(user_data.get(), status, error);
-            };
-            start(work, finish, operation_out)
+            start_done(
+                async move { Ok(release.await?) },
+                callback,
+                UserData(user_data),
+                operation_out,
+            )
         })
     }
+}
+
+/// Starts extending `lock` to `ttl_ms` from now (as
+/// [`crate::fencelock_lock_extend`]) and returns at once; `callback` gets the
+/// outcome exactly once on a fencelock runtime thread. The lock may be freed
+/// while the extension is in flight. Other arguments as
+/// [`fencelock_acquire_async`]. Never blocks. Thread-safe.
+///
+/// # Safety
+/// As [`fencelock_lock_release_async`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_extend_async(
+    lock: *const fencelock_lock,
+    ttl_ms: u64,
+    callback: fencelock_done_callback,
+    user_data: *mut c_void,
+    operation_out: *mut *mut fencelock_operation,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let lock = args::object(lock, "lock")?;
+            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
+            let extend = lock.inner.extend_task(args::millis(ttl_ms));
+            start_done(
+                async move { Ok(extend.await?) },
+                callback,
+                UserData(user_data),
+                operation_out,
+            )
+        })
+    }
+}
+
+/// [`start`] for operations that report only a status.
+///
+/// # Safety
+/// `operation_out` is NULL or writable.
+unsafe fn start_done(
+    work: impl Future<Output = FfiResult> + Send + 'static,
+    callback: unsafe extern "C" fn(*mut c_void, fencelock_status, *mut fencelock_error),
+    user_data: UserData,
+    operation_out: *mut *mut fencelock_operation,
+) -> FfiResult {
+    let finish = move |result: FfiResult| {
+        let (status, error) = into_status(result);
+        // SAFETY: the caller's callback, called once with what it documents.
+        unsafe { callback(user_data.get(), status, error) };
+    };
+    // SAFETY: per the contract.
+    unsafe { start(work, finish, operation_out) }
 }
 
 /// Asks the operation to stop. If its callback has not started yet, it is

@@ -388,6 +388,17 @@ static void test_async_acquire_and_release(void) {
 
   fencelock_lock *lock = record.lock;
   memset(&record, 0, sizeof record);
+  CHECK_STATUS(fencelock_lock_extend_async(lock, 8000, on_done, &record, NULL, NULL), FENCELOCK_STATUS_OK);
+  CHECK(wait_for(&record.calls, 1, 10000));
+  CHECK(record.status == FENCELOCK_STATUS_OK);
+  uint64_t remaining = 0;
+  CHECK_STATUS(fencelock_lock_remaining_ms(lock, &remaining), FENCELOCK_STATUS_OK);
+  CHECK(remaining > 1000 && remaining <= 8000);
+  char pttl[256];
+  snprintf(pttl, sizeof pttl, "PTTL fencelock:{%s}", resource);
+  CHECK(atol(redis(&single, 0, pttl)) > 1000);
+
+  memset(&record, 0, sizeof record);
   CHECK_STATUS(fencelock_lock_release_async(lock, on_done, &record, NULL, NULL), FENCELOCK_STATUS_OK);
   fencelock_lock_free(lock); /* allowed right away: the release keeps what it needs */
   CHECK(wait_for(&record.calls, 1, 10000));
