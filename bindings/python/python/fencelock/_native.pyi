@@ -1,0 +1,287 @@
+"""Type stubs of the compiled module ``fencelock._native``."""
+
+import datetime
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from types import TracebackType
+from typing import Any, Optional, Union, final
+
+from typing_extensions import Self
+
+_Seconds = Union[int, float, datetime.timedelta]
+"""A duration in seconds (int or float), or a ``timedelta``."""
+
+_Pem = Union[str, bytes]
+_OnLost = Callable[[str, str], object]
+"""``on_lost(resource, reason)``, called on a worker thread when a held lock is lost."""
+
+MIN_TTL: float
+MAX_TTL: float
+MAX_RESOURCE_LEN: int
+__version__: str
+__all__ = [
+    "AsyncClient",
+    "AsyncLock",
+    "AsyncLockContext",
+    "Client",
+    "Lock",
+    "LockContext",
+    "LostSignal",
+    "MAX_RESOURCE_LEN",
+    "MAX_TTL",
+    "MIN_TTL",
+    "__version__",
+]
+
+@final
+class LostSignal:
+    """Set when the lock is lost while held; never after a clean release."""
+
+    def is_set(self) -> bool: ...
+    @property
+    def reason(self) -> Optional[str]: ...
+    def wait(self, timeout: Optional[_Seconds] = None) -> bool: ...
+    def wait_async(self, timeout: Optional[_Seconds] = None) -> Awaitable[bool]: ...
+    def __await__(self) -> Generator[Any, None, bool]: ...
+
+@final
+class Lock:
+    """A held lock (sync API); a context manager that releases on exit."""
+
+    @property
+    def resource(self) -> str: ...
+    @property
+    def fencing_token(self) -> int: ...
+    def is_held(self) -> bool: ...
+    @property
+    def remaining(self) -> float: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def renewals(self) -> int: ...
+    @property
+    def lost(self) -> LostSignal: ...
+    def extend(self, ttl: _Seconds) -> None: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+
+@final
+class AsyncLock:
+    """A held lock (asyncio API); an async context manager that releases on exit."""
+
+    @property
+    def resource(self) -> str: ...
+    @property
+    def fencing_token(self) -> int: ...
+    def is_held(self) -> bool: ...
+    @property
+    def remaining(self) -> float: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def renewals(self) -> int: ...
+    @property
+    def lost(self) -> LostSignal: ...
+    def extend(self, ttl: _Seconds) -> Awaitable[None]: ...
+    def release(self) -> Awaitable[None]: ...
+    def __aenter__(self) -> Awaitable[Self]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Awaitable[None]: ...
+
+@final
+class LockContext:
+    """``Client.lock(...)``: acquires on entry, releases on exit."""
+
+    def __enter__(self) -> Lock: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+
+@final
+class AsyncLockContext:
+    """``AsyncClient.lock(...)``: acquires on entry, releases on exit."""
+
+    def __aenter__(self) -> Awaitable[AsyncLock]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Awaitable[None]: ...
+
+@final
+class Client:
+    """A lock client over one Redis node or N independent masters (Redlock)."""
+
+    def __new__(
+        cls,
+        nodes: Union[str, Sequence[str]],
+        *,
+        key_prefix: Optional[str] = None,
+        node_timeout: Optional[_Seconds] = None,
+        connect_timeout: Optional[_Seconds] = None,
+        drift_factor: Optional[float] = None,
+        retry: Optional[tuple[_Seconds, _Seconds]] = None,
+        default_ttl: Optional[_Seconds] = None,
+        default_wait: Optional[_Seconds] = None,
+        auto_renew: Optional[bool] = None,
+        username: Optional[str] = None,
+        password: Optional[str] = None,
+        tls_ca_pem: Optional[_Pem] = None,
+        tls_client_cert_pem: Optional[_Pem] = None,
+        tls_client_key_pem: Optional[_Pem] = None,
+        allow_mixed_tls: Optional[bool] = None,
+    ) -> Self: ...
+    def acquire(
+        self,
+        resource: str,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        *,
+        auto_renew: Optional[bool] = None,
+        max_hold: Optional[_Seconds] = None,
+        max_renewals: Optional[int] = None,
+        on_lost: Optional[_OnLost] = None,
+    ) -> Lock: ...
+    def try_acquire(
+        self,
+        resource: str,
+        ttl: Optional[_Seconds] = None,
+        *,
+        auto_renew: Optional[bool] = None,
+        max_hold: Optional[_Seconds] = None,
+        max_renewals: Optional[int] = None,
+        on_lost: Optional[_OnLost] = None,
+    ) -> Optional[Lock]: ...
+    def lock(
+        self,
+        resource: str,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        *,
+        auto_renew: Optional[bool] = None,
+        max_hold: Optional[_Seconds] = None,
+        max_renewals: Optional[int] = None,
+        on_lost: Optional[_OnLost] = None,
+    ) -> LockContext: ...
+    def fenced_set(self, key: str, value: str, fencing_token: int) -> None: ...
+    def fenced_get(self, key: str) -> Optional[tuple[str, int]]: ...
+    def inspect(self, resource: str) -> list[dict[str, Any]]: ...
+    @property
+    def nodes(self) -> list[str]: ...
+    @property
+    def quorum(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+    def _bench_core(
+        self, prefix: str, cycles: int, concurrency: int = 1, ttl: float = 10.0
+    ) -> float: ...
+
+@final
+class AsyncClient:
+    """The asyncio twin of :class:`Client`."""
+
+    def __new__(
+        cls,
+        nodes: Union[str, Sequence[str]],
+        *,
+        key_prefix: Optional[str] = None,
+        node_timeout: Optional[_Seconds] = None,
+        connect_timeout: Optional[_Seconds] = None,
+        drift_factor: Optional[float] = None,
+        retry: Optional[tuple[_Seconds, _Seconds]] = None,
+        default_ttl: Optional[_Seconds] = None,
+        default_wait: Optional[_Seconds] = None,
+        auto_renew: Optional[bool] = None,
+        username: Optional[str] = None,
+        password: Optional[str] = None,
+        tls_ca_pem: Optional[_Pem] = None,
+        tls_client_cert_pem: Optional[_Pem] = None,
+        tls_client_key_pem: Optional[_Pem] = None,
+        allow_mixed_tls: Optional[bool] = None,
+    ) -> Self: ...
+    @classmethod
+    def connect(
+        cls,
+        nodes: Union[str, Sequence[str]],
+        *,
+        key_prefix: Optional[str] = None,
+        node_timeout: Optional[_Seconds] = None,
+        connect_timeout: Optional[_Seconds] = None,
+        drift_factor: Optional[float] = None,
+        retry: Optional[tuple[_Seconds, _Seconds]] = None,
+        default_ttl: Optional[_Seconds] = None,
+        default_wait: Optional[_Seconds] = None,
+        auto_renew: Optional[bool] = None,
+        username: Optional[str] = None,
+        password: Optional[str] = None,
+        tls_ca_pem: Optional[_Pem] = None,
+        tls_client_cert_pem: Optional[_Pem] = None,
+        tls_client_key_pem: Optional[_Pem] = None,
+        allow_mixed_tls: Optional[bool] = None,
+    ) -> Awaitable[AsyncClient]: ...
+    def acquire(
+        self,
+        resource: str,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        *,
+        auto_renew: Optional[bool] = None,
+        max_hold: Optional[_Seconds] = None,
+        max_renewals: Optional[int] = None,
+        on_lost: Optional[_OnLost] = None,
+    ) -> Awaitable[AsyncLock]: ...
+    def try_acquire(
+        self,
+        resource: str,
+        ttl: Optional[_Seconds] = None,
+        *,
+        auto_renew: Optional[bool] = None,
+        max_hold: Optional[_Seconds] = None,
+        max_renewals: Optional[int] = None,
+        on_lost: Optional[_OnLost] = None,
+    ) -> Awaitable[Optional[AsyncLock]]: ...
+    def lock(
+        self,
+        resource: str,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        *,
+        auto_renew: Optional[bool] = None,
+        max_hold: Optional[_Seconds] = None,
+        max_renewals: Optional[int] = None,
+        on_lost: Optional[_OnLost] = None,
+    ) -> AsyncLockContext: ...
+    def fenced_set(self, key: str, value: str, fencing_token: int) -> Awaitable[None]: ...
+    def fenced_get(self, key: str) -> Awaitable[Optional[tuple[str, int]]]: ...
+    def inspect(self, resource: str) -> Awaitable[list[dict[str, Any]]]: ...
+    @property
+    def nodes(self) -> list[str]: ...
+    @property
+    def quorum(self) -> int: ...
+    def close(self) -> None: ...
+    def __aenter__(self) -> Awaitable[Self]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Awaitable[bool]: ...

@@ -1,0 +1,180 @@
+"""Every bad input gets a documented exception, never a crash."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from typing import Any
+
+import pytest
+
+import fencelock
+from fencelock import AsyncClient, Client
+
+BAD_SECONDS = [float("nan"), float("inf"), float("-inf"), -1, -0.5, 0, 0.0, True, False]
+
+
+@pytest.mark.parametrize("bad", BAD_SECONDS, ids=repr)
+def test_bad_ttl_is_value_error(url: str, resource: str, bad: Any) -> None:
+    client = Client(url)
+    with pytest.raises(ValueError) as err:
+        client.acquire(resource, ttl=bad)
+    assert isinstance(err.value, fencelock.InvalidArgument)
+    with pytest.raises(fencelock.InvalidArgument):
+        client.try_acquire(resource, ttl=bad)
+    with pytest.raises(fencelock.InvalidArgument):
+        client.lock(resource, ttl=bad)
+
+
+@pytest.mark.parametrize("bad", BAD_SECONDS, ids=repr)
+def test_bad_ttl_async_and_extend(url: str, resource: str, bad: Any) -> None:
+    client = Client(url)
+    with client.lock(resource, ttl=5) as lock:
+        with pytest.raises(fencelock.InvalidArgument):
+            lock.extend(bad)
+
+    async def main() -> None:
+        ac = AsyncClient(url)
+        with pytest.raises(fencelock.InvalidArgument):
+            await ac.acquire(resource, ttl=bad)
+        async with ac.lock(resource, ttl=5) as alock:
+            with pytest.raises(fencelock.InvalidArgument):
+                await alock.extend(bad)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, True])
+def test_bad_wait_and_timeouts(url: str, resource: str, bad: Any) -> None:
+    client = Client(url)
+    with pytest.raises(fencelock.InvalidArgument):
+        client.acquire(resource, ttl=5, wait=bad)
+    with client.lock(resource, ttl=5) as lock:
+        with pytest.raises(fencelock.InvalidArgument):
+            lock.lost.wait(timeout=bad)
+    with pytest.raises(fencelock.ConfigError):
+        Client(url, node_timeout=bad)
+    with pytest.raises(ValueError):
+        Client(url, default_ttl=bad)
+
+
+def test_ttl_out_of_core_range(url: str, resource: str) -> None:
+    client = Client(url)
+    with pytest.raises(fencelock.InvalidArgument, match="too short"):
+        client.acquire(resource, ttl=0.001)
+    with pytest.raises(fencelock.InvalidArgument):
+        client.acquire(resource, ttl=fencelock.MAX_TTL + 1)
+    with pytest.raises(fencelock.InvalidArgument):
+        client.acquire(resource, ttl=1e300)
+    with pytest.raises(fencelock.InvalidArgument):
+        client.acquire(resource, ttl=5, wait=1e12)
+
+
+def test_wrong_types_are_type_errors(url: str, resource: str) -> None:
+    client = Client(url)
+    with pytest.raises(TypeError):
+        client.acquire(resource, ttl="5")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        client.acquire(123)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        client.acquire(resource, ttl=5, on_lost=42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        client.acquire(resource, ttl=5, unknown=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Client(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Client(url, tls_ca_pem=42)  # type: ignore[arg-type]
+
+
+def test_bad_resources(url: str) -> None:
+    client = Client(url)
+    for bad in ["", "}starts-with-brace", "x" * (fencelock.MAX_RESOURCE_LEN + 1)]:
+        with pytest.raises(fencelock.InvalidArgument):
+            client.acquire(bad, ttl=5)
+    with pytest.raises(ValueError):
+        client.acquire("", ttl=5)
+
+
+def test_bad_fenced_set_arguments(url: str, resource: str) -> None:
+    client = Client(url)
+    with pytest.raises(fencelock.InvalidArgument):
+        client.fenced_set("", "v", 1)
+    with pytest.raises(fencelock.InvalidArgument):
+        client.fenced_set(f"data:{resource}", "v", -1)
+    with pytest.raises(fencelock.InvalidArgument):
+        client.fenced_set(f"data:{resource}", "v", 2**64)
+    with pytest.raises(fencelock.InvalidArgument):
+        client.fenced_set(f"data:{resource}", "v", True)
+    with pytest.raises(TypeError):
+        client.fenced_set(f"data:{resource}", b"v", 1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"nodes": []},
+        {"nodes": ["not a url"]},
+        {"nodes": ["redis://127.0.0.1:1", "redis://127.0.0.1:1"]},
+        {"nodes": ["redis://127.0.0.1:1"], "key_prefix": "{bad}"},
+        {"nodes": ["redis://127.0.0.1:1"], "drift_factor": 0.5},
+        {"nodes": ["redis://127.0.0.1:1"], "drift_factor": float("nan")},
+        {"nodes": ["redis://127.0.0.1:1"], "drift_factor": True},
+        {"nodes": ["redis://127.0.0.1:1"], "retry": (0.5, 0.1)},
+        {"nodes": ["redis://127.0.0.1:1"], "retry": (0, 0.1)},
+        {"nodes": ["redis://127.0.0.1:1", "rediss://127.0.0.1:2"]},
+        {"nodes": ["redis://127.0.0.1:1"], "tls_client_cert_pem": "x"},
+        {"nodes": ["redis://127.0.0.1:1"], "connect_timeout": 0},
+    ],
+)
+def test_bad_configuration_is_config_error(kwargs: Any) -> None:
+    with pytest.raises(fencelock.ConfigError) as err:
+        Client(**kwargs)
+    assert isinstance(err.value, ValueError)
+    assert err.value.kind == "config" and err.value.code == 8
+    with pytest.raises(fencelock.ConfigError):
+        AsyncClient(**kwargs)
+
+
+def test_unreachable_node_fails_at_use_not_at_build() -> None:
+    client = Client("redis://127.0.0.1:1", connect_timeout=0.2, node_timeout=0.1)
+    with pytest.raises(fencelock.Unavailable) as err:
+        client.acquire("x", ttl=5, wait=0)
+    assert "127.0.0.1:1" in str(err.value)
+    assert err.value.nodes[0].outcome in ("failed", "timed_out")
+
+
+def test_wrong_password_is_auth_error(url: str) -> None:
+    with pytest.raises(fencelock.AuthError):
+        Client(url, username="nobody", password="wrong")
+
+
+def test_errors_pickle_with_their_details(url: str, resource: str) -> None:
+    client = Client(url)
+    with client.lock(resource, ttl=5):
+        with pytest.raises(fencelock.NotAcquired) as err:
+            client.acquire(resource, ttl=5, wait=0)
+    copy = pickle.loads(pickle.dumps(err.value))
+    assert type(copy) is fencelock.NotAcquired
+    assert str(copy) == str(err.value)
+    assert copy.resource == resource and copy.nodes == err.value.nodes
+
+
+def test_hierarchy() -> None:
+    kinds = [
+        fencelock.NotAcquired,
+        fencelock.LockTimeout,
+        fencelock.Unavailable,
+        fencelock.LockLost,
+        fencelock.NotHeld,
+        fencelock.StaleToken,
+        fencelock.InvalidArgument,
+        fencelock.ConfigError,
+        fencelock.AuthError,
+        fencelock.TlsError,
+        fencelock.Closed,
+        fencelock.WouldBlock,
+    ]
+    assert [k.code for k in kinds] == list(range(1, 13))
+    assert all(issubclass(k, fencelock.FenceLockError) for k in kinds)
+    assert issubclass(fencelock.InvalidArgument, ValueError)
+    assert issubclass(fencelock.ConfigError, ValueError)
