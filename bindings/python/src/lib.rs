@@ -8,6 +8,8 @@
 //! Python (`fencelock/_errors.py`).
 
 mod args;
+#[cfg(unix)]
+mod bridge;
 mod client;
 mod errors;
 mod lock;

@@ -174,6 +174,13 @@ impl ContextExt for CoreRuntime {
 pub(crate) struct Deferred(Box<dyn for<'py> FnOnce(Python<'py>) -> PyResult<Py<PyAny>> + Send>);
 
 impl Deferred {
+    /// Runs the conversion (the GIL is held).
+    pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        (self.0)(py)
+    }
+}
+
+impl Deferred {
     /// Wraps a conversion to run with the GIL.
     pub(crate) fn new(f: impl for<'py> FnOnce(Python<'py>) -> PyResult<Py<PyAny>> + Send + 'static) -> Self {
         Deferred(Box::new(f))
@@ -204,6 +211,23 @@ impl<'py> IntoPyObject<'py> for Deferred {
 /// Makes an asyncio awaitable of `future`, run on the core's runtime.
 /// Cancelling the awaiting task drops `future`, which cancels the operation.
 pub(crate) fn awaitable<'py, F>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = Deferred> + Send + 'static,
+{
+    #[cfg(unix)]
+    {
+        crate::bridge::awaitable(py, future)
+    }
+    #[cfg(not(unix))]
+    {
+        generic_awaitable(py, future)
+    }
+}
+
+/// The portable path: pyo3-async-runtimes' generic bridge on the core's
+/// runtime (each completion takes the GIL on a blocking thread).
+#[cfg_attr(unix, allow(dead_code))]
+pub(crate) fn generic_awaitable<'py, F>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = Deferred> + Send + 'static,
 {
