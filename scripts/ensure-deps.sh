@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need from Debian's packages when it is
-# missing: redis-server (real nodes) and openssl (test certificates for TLS).
+# missing: redis-server (real nodes), openssl (test certificates for TLS), and
+# for the C tests gcc, make, pkg-config and valgrind.
 # Sourced by scripts/demo.sh and scripts/test.sh.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+if [ "${FENCELOCK_DEPS_C:-0}" = 1 ]; then
+  command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+  command -v make >/dev/null 2>&1 || missing+=(make)
+  command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+  command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} from Debian's packages (apt-get)…"
   sudo_cmd=""
