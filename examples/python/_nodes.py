@@ -24,7 +24,9 @@ def redis_nodes(count: int) -> Iterator[List[str]]:
     if os.environ.get("FENCELOCK_NODES"):
         yield os.environ["FENCELOCK_NODES"].split(",")
         return
-    binary = Path(os.environ.get("FENCELOCK_REDIS_NODES", REPO / "target/debug/redis-nodes"))
+    binary = Path(
+        os.environ.get("FENCELOCK_REDIS_NODES", REPO / "target/debug/redis-nodes")
+    )
     if not binary.exists():
         subprocess.run(
             ["cargo", "build", "-q", "-p", "fencelock-harness", "--bin", "redis-nodes"],
@@ -32,7 +34,10 @@ def redis_nodes(count: int) -> Iterator[List[str]]:
             check=True,
         )
     proc = subprocess.Popen(
-        [str(binary), "--nodes", str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [str(binary), "--nodes", str(count)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None

@@ -45,13 +45,24 @@ def instance(nodes: list[str], name: str, period: str) -> int:
 def main() -> None:
     if "--instance" in sys.argv:
         i = sys.argv.index("--instance")
-        name, period, nodes = sys.argv[i + 1], sys.argv[i + 2], sys.argv[i + 3].split(",")
+        name, period, nodes = (
+            sys.argv[i + 1],
+            sys.argv[i + 2],
+            sys.argv[i + 3].split(","),
+        )
         raise SystemExit(instance(nodes, name, period))
     run_id = uuid.uuid4().hex[:8]
     with redis_nodes(3) as nodes:
         procs = [
             subprocess.Popen(
-                [sys.executable, __file__, "--instance", f"host-{i}", run_id, ",".join(nodes)],
+                [
+                    sys.executable,
+                    __file__,
+                    "--instance",
+                    f"host-{i}",
+                    run_id,
+                    ",".join(nodes),
+                ],
                 stdout=subprocess.PIPE,
                 text=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -64,7 +75,9 @@ def main() -> None:
         ran = sum("RAN the job" in out for out in outputs)
         assert all(p.returncode == 0 for p in procs)
         last = fencelock.Client(nodes).fenced_get(f"cron:done:{run_id}")
-        print(f"instances that ran the job: {ran}; done record written by {last and last[0]}")
+        print(
+            f"instances that ran the job: {ran}; done record written by {last and last[0]}"
+        )
         assert ran == 1, ran
 
 

@@ -83,7 +83,9 @@ def main() -> None:
         client = fencelock.Client(nodes)
         print(f"Redlock over {len(nodes)} nodes: {nodes}")
         sold = race(client, f"stock:sku-1:nolock:{RUN}", locked=False)
-        print(f"without a lock: {sold} sold from a stock of {STOCK} (oversold by {sold - STOCK})")
+        print(
+            f"without a lock: {sold} sold from a stock of {STOCK} (oversold by {sold - STOCK})"
+        )
         sold = race(client, f"stock:sku-1:locked:{RUN}", locked=True)
         print(f"with fencelock:  {sold} sold from a stock of {STOCK}")
         assert sold == STOCK, sold

@@ -33,13 +33,20 @@ async def pay(client: fencelock.AsyncClient, order_id: str) -> Tuple[int, str]:
 
 
 def serve(client: fencelock.AsyncClient):  # type: ignore[no-untyped-def]
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handle(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         request_line = (await reader.readline()).decode()
         while (await reader.readline()) not in (b"\r\n", b"\n", b""):
             pass  # headers
         method, path, _ = request_line.split(" ", 2)
         parts = path.strip("/").split("/")
-        if method == "POST" and len(parts) == 3 and parts[0] == "orders" and parts[2] == "pay":
+        if (
+            method == "POST"
+            and len(parts) == 3
+            and parts[0] == "orders"
+            and parts[2] == "pay"
+        ):
             status, body = await pay(client, parts[1])
         else:
             status, body = 404, "not found\n"
@@ -56,7 +63,9 @@ def serve(client: fencelock.AsyncClient):  # type: ignore[no-untyped-def]
 
 async def post(port: int, path: str) -> Tuple[int, str]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n".encode())
+    writer.write(
+        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n".encode()
+    )
     await writer.drain()
     response = (await reader.read()).decode()
     writer.close()
@@ -70,7 +79,9 @@ async def run(nodes: list[str]) -> None:
     port = server.sockets[0].getsockname()[1]
     order = uuid.uuid4().hex[:6]
     async with server:
-        results = await asyncio.gather(*(post(port, f"/orders/{order}/pay") for _ in range(5)))
+        results = await asyncio.gather(
+            *(post(port, f"/orders/{order}/pay") for _ in range(5))
+        )
         for status, body in results:
             print(status, body, end="")
         statuses = sorted(status for status, _ in results)

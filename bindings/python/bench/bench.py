@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 import threading
 import time
@@ -21,10 +20,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
+import fencelock
 import redis
 import redis.asyncio
-
-import fencelock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from redis_nodes import RedisNodes  # noqa: E402
@@ -37,7 +35,9 @@ def percentile(samples: List[float], q: float) -> float:
     return samples[min(len(samples) - 1, int(q * len(samples)))]
 
 
-def latency_sync(cycle: Callable[[str], None], seconds: float, max_n: int = 20000) -> Tuple[float, float]:
+def latency_sync(
+    cycle: Callable[[str], None], seconds: float, max_n: int = 20000
+) -> Tuple[float, float]:
     name = f"bench:lat:{uuid.uuid4().hex[:8]}"
     for _ in range(50):  # warm up connections and caches
         cycle(name)
@@ -82,7 +82,9 @@ def throughput_sync(cycle: Callable[[str], None], seconds: float, threads: int) 
     return sum(counts) / elapsed
 
 
-async def latency_async(cycle: Callable[[str], Awaitable[None]], seconds: float) -> Tuple[float, float]:
+async def latency_async(
+    cycle: Callable[[str], Awaitable[None]], seconds: float
+) -> Tuple[float, float]:
     name = f"bench:alat:{uuid.uuid4().hex[:8]}"
     for _ in range(50):
         await cycle(name)
@@ -95,7 +97,9 @@ async def latency_async(cycle: Callable[[str], Awaitable[None]], seconds: float)
     return percentile(samples, 0.5), percentile(samples, 0.99)
 
 
-async def throughput_async(cycle: Callable[[str], Awaitable[None]], seconds: float, tasks: int) -> float:
+async def throughput_async(
+    cycle: Callable[[str], Awaitable[None]], seconds: float, tasks: int
+) -> float:
     counts = [0] * tasks
     stop = False
 
@@ -184,7 +188,9 @@ def core_throughput(urls: List[str], seconds: float, tasks: int) -> Tuple[float,
     return thr, one
 
 
-def run_async(factory: Callable[[], Callable[[str], Awaitable[None]]], seconds: float, tasks: int) -> Tuple[Tuple[float, float], float]:
+def run_async(
+    factory: Callable[[], Callable[[str], Awaitable[None]]], seconds: float, tasks: int
+) -> Tuple[Tuple[float, float], float]:
     """Latency and throughput in one event loop (asyncio clients are bound to their loop)."""
 
     async def both() -> Tuple[Tuple[float, float], float]:
@@ -195,7 +201,9 @@ def run_async(factory: Callable[[], Callable[[str], Awaitable[None]]], seconds: 
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
     ap.add_argument("--threads", type=int, default=32, help="threads (sync) and tasks (asyncio)")
     args = ap.parse_args(argv)
@@ -203,7 +211,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     rows: List[Row] = []
 
     def add(name: str, nodes: int, lat: Optional[Tuple[float, float]], thr: float) -> None:
-        row = {"name": name, "nodes": nodes, "p50": lat and lat[0], "p99": lat and lat[1], "thr": thr}
+        row = {
+            "name": name,
+            "nodes": nodes,
+            "p50": lat and lat[0],
+            "p99": lat and lat[1],
+            "thr": thr,
+        }
         rows.append(row)
         p50 = f"{row['p50'] * 1e6:9.0f}" if row["p50"] else "        -"
         p99 = f"{row['p99'] * 1e6:9.0f}" if row["p99"] else "        -"
@@ -216,8 +230,12 @@ def main(argv: Optional[List[str]] = None) -> None:
         for label, urls in (("1 node", one), ("5 nodes", five)):
             k = len(urls)
             c = fencelock_sync(urls)
-            add(f"fencelock Client (sync)", k, latency_sync(c, s), throughput_sync(c, s, n))
-            add("fencelock AsyncClient (asyncio)", k, *run_async(lambda: fencelock_async(urls), s, n))
+            add("fencelock Client (sync)", k, latency_sync(c, s), throughput_sync(c, s, n))
+            add(
+                "fencelock AsyncClient (asyncio)",
+                k,
+                *run_async(lambda: fencelock_async(urls), s, n),
+            )
             thr, mean = core_throughput(urls, s, n)
             add("Rust core alone (tokio tasks)", k, (mean, mean), thr)
             if k == 1:
@@ -225,7 +243,12 @@ def main(argv: Optional[List[str]] = None) -> None:
                 add("redis-py Lock (sync)", k, latency_sync(rc, s), throughput_sync(rc, s, n))
                 add("redis.asyncio Lock", k, *run_async(lambda: redis_py_async(urls[0]), s, n))
             pc = pottery_sync(urls)
-            add("pottery Redlock (sync)", k, latency_sync(pc, s, max_n=2000), throughput_sync(pc, s, n))
+            add(
+                "pottery Redlock (sync)",
+                k,
+                latency_sync(pc, s, max_n=2000),
+                throughput_sync(pc, s, n),
+            )
 
     def get(name: str, nodes: int) -> Row:
         return next(r for r in rows if r["name"].startswith(name) and r["nodes"] == nodes)
@@ -237,11 +260,21 @@ def main(argv: Optional[List[str]] = None) -> None:
     core1 = get("Rust core", 1)
     print()
     print("ratios (higher is better for fencelock; targets from issue #4 in brackets):")
-    print(f"  sync throughput, {n} threads, 1 node:   {fl1['thr'] / rp['thr']:6.1f}x redis-py Lock   [>= 5x]")
-    print(f"  asyncio throughput, {n} tasks, 1 node:  {fla1['thr'] / rpa['thr']:6.1f}x redis.asyncio Lock [>= 3x]")
-    print(f"  sync throughput, {n} threads, 5 nodes:  {fl5['thr'] / po5['thr']:6.1f}x pottery Redlock [>= 20x]")
-    print(f"  sync throughput, {n} threads, 1 node:   {fl1['thr'] / po1['thr']:6.1f}x pottery Redlock")
-    print(f"  p50 latency, 1 node:                    {rp['p50'] / fl1['p50']:6.2f}x lower than redis-py Lock [> 1x]")
+    print(
+        f"  sync throughput, {n} threads, 1 node:   {fl1['thr'] / rp['thr']:6.1f}x redis-py Lock   [>= 5x]"
+    )
+    print(
+        f"  asyncio throughput, {n} tasks, 1 node:  {fla1['thr'] / rpa['thr']:6.1f}x redis.asyncio Lock [>= 3x]"
+    )
+    print(
+        f"  sync throughput, {n} threads, 5 nodes:  {fl5['thr'] / po5['thr']:6.1f}x pottery Redlock [>= 20x]"
+    )
+    print(
+        f"  sync throughput, {n} threads, 1 node:   {fl1['thr'] / po1['thr']:6.1f}x pottery Redlock"
+    )
+    print(
+        f"  p50 latency, 1 node:                    {rp['p50'] / fl1['p50']:6.2f}x lower than redis-py Lock [> 1x]"
+    )
     print(f"  sync throughput vs the Rust core alone: {fl1['thr'] / core1['thr']:6.2f}x (1 node)")
 
 

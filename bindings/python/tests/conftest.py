@@ -58,4 +58,3 @@ def r1(url: str) -> Iterator["redis.Redis[str]"]:
     client = redis.Redis.from_url(url, decode_responses=True)
     yield client
     client.close()
-

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, List
 
+import fencelock
 import pytest
 import redis
-from redis_nodes import lock_key
-
-import fencelock
 from fencelock import AsyncClient, Client
+from redis_nodes import lock_key
 
 
 def run(main: Callable[[], Awaitable[Any]]) -> Any:
@@ -128,9 +127,7 @@ def test_wait_for_timeout_cancels_cleanly(url: str, resource: str, r1: "redis.Re
     run(main)
 
 
-def test_many_cancellations_mid_flight_leave_nothing_beyond_ttl(
-    nodes3: Any, resource: str
-) -> None:
+def test_many_cancellations_mid_flight_leave_nothing_beyond_ttl(nodes3: Any, resource: str) -> None:
     """Cancel acquires at random points of their round trip on 3 nodes: any
     partial grant is cleaned up, or at worst expires at its ttl."""
     urls = nodes3.urls

@@ -9,7 +9,6 @@ from typing import List, Tuple
 
 import pytest
 import redis
-
 from fencelock import Client
 
 

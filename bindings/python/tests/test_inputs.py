@@ -6,9 +6,8 @@ import asyncio
 import pickle
 from typing import Any
 
-import pytest
-
 import fencelock
+import pytest
 from fencelock import AsyncClient, Client
 
 BAD_SECONDS = [float("nan"), float("inf"), float("-inf"), -1, -0.5, 0, 0.0, True, False]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import subprocess
@@ -9,14 +10,12 @@ import sys
 import textwrap
 import threading
 import time
-import _thread
-
-import pytest
-import redis
-from redis_nodes import lock_key
 
 import fencelock
+import pytest
+import redis
 from fencelock import Client
+from redis_nodes import lock_key
 
 CHILD = textwrap.dedent(
     """

@@ -5,21 +5,18 @@ from __future__ import annotations
 import time
 from typing import Any, List
 
+import fencelock
 import pytest
 import redis
-from redis_nodes import lock_key
-
-import fencelock
 from fencelock import Client
+from redis_nodes import lock_key
 
 
 def test_five_nodes_lock_on_majority(urls5: List[str], resource: str) -> None:
     client = Client(urls5)
     assert client.quorum == 3
-    with client.lock(resource, ttl=5) as lock:
-        held = sum(
-            redis.Redis.from_url(u).exists(lock_key(resource)) for u in urls5
-        )
+    with client.lock(resource, ttl=5):
+        held = sum(redis.Redis.from_url(u).exists(lock_key(resource)) for u in urls5)
         assert held >= 3
         assert client.try_acquire(resource, ttl=5) is None
     for u in urls5:

@@ -6,13 +6,12 @@ import time
 from typing import Iterator
 from urllib.parse import urlparse
 
+import fencelock
 import pytest
 import redis
 from delay_proxy import DelayProxy
-from redis_nodes import lock_key
-
-import fencelock
 from fencelock import Client
+from redis_nodes import lock_key
 
 DELAY = 0.3
 TTL = 0.2

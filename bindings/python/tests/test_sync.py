@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import threading
 
+import fencelock
 import pytest
 import redis
-from redis_nodes import lock_key
-
-import fencelock
 from fencelock import Client
+from redis_nodes import lock_key
 
 
 def test_acquire_release_lifecycle(url: str, resource: str, r1: "redis.Redis[str]") -> None:
@@ -83,7 +82,9 @@ def test_lock_context_manager_releases(url: str, resource: str, r1: "redis.Redis
     assert lock.status == "released"
 
 
-def test_context_manager_releases_on_exception(url: str, resource: str, r1: "redis.Redis[str]") -> None:
+def test_context_manager_releases_on_exception(
+    url: str, resource: str, r1: "redis.Redis[str]"
+) -> None:
     client = Client(url)
     with pytest.raises(RuntimeError, match="boom"):
         with client.lock(resource, ttl=5) as lock:
