@@ -28,7 +28,12 @@ fn scoped(py: Python<'_>, scope: Scope, message: String) -> PyErr {
 /// Seconds given as an int, a float or a `datetime.timedelta`, turned into a
 /// duration. NaN, infinities, negatives, bools and (unless `allow_zero`)
 /// zero are refused with a `ValueError` subclass.
-pub(crate) fn seconds(obj: &Bound<'_, PyAny>, name: &str, allow_zero: bool, scope: Scope) -> PyResult<Duration> {
+pub(crate) fn seconds(
+    obj: &Bound<'_, PyAny>,
+    name: &str,
+    allow_zero: bool,
+    scope: Scope,
+) -> PyResult<Duration> {
     let py = obj.py();
     if obj.is_instance_of::<PyBool>() {
         return Err(scoped(
@@ -58,7 +63,11 @@ pub(crate) fn seconds(obj: &Bound<'_, PyAny>, name: &str, allow_zero: bool, scop
         ));
     }
     if value < 0.0 || (value == 0.0 && !allow_zero) {
-        let bound = if allow_zero { "zero or more" } else { "greater than zero" };
+        let bound = if allow_zero {
+            "zero or more"
+        } else {
+            "greater than zero"
+        };
         return Err(scoped(
             py,
             scope,
@@ -84,7 +93,10 @@ pub(crate) fn opt_seconds(
 }
 
 /// A non-negative integer that is not a bool (fencing tokens, counts).
-pub(crate) fn unsigned<T: for<'a, 'py> FromPyObject<'a, 'py>>(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<T> {
+pub(crate) fn unsigned<T: for<'a, 'py> FromPyObject<'a, 'py>>(
+    obj: &Bound<'_, PyAny>,
+    name: &str,
+) -> PyResult<T> {
     let py = obj.py();
     if obj.is_instance_of::<PyBool>() {
         return Err(invalid(py, format!("{name} must be an int, not a bool")));

@@ -110,7 +110,10 @@ pub struct CancelGuard {
 #[pymethods]
 impl CancelGuard {
     fn __call__(&self, future: &Bound<'_, PyAny>) -> PyResult<()> {
-        if future.call_method0(pyo3::intern!(future.py(), "cancelled"))?.is_truthy()? {
+        if future
+            .call_method0(pyo3::intern!(future.py(), "cancelled"))?
+            .is_truthy()?
+        {
             self.abort.abort();
         }
         Ok(())
@@ -127,7 +130,9 @@ static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 /// The running loop and its completer (registering one on first use).
 fn completer_for<'py>(py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Py<Completer>)> {
     let get_loop = GET_RUNNING_LOOP.get_or_try_init(py, || {
-        py.import("asyncio")?.getattr("get_running_loop").map(Bound::unbind)
+        py.import("asyncio")?
+            .getattr("get_running_loop")
+            .map(Bound::unbind)
     })?;
     let event_loop = get_loop.bind(py).call0()?;
     let cached = CURRENT.with(|c| {

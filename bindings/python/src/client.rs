@@ -14,7 +14,11 @@ use crate::lock::{AsyncLock, Lock, LockInner};
 use crate::rt::{self, Deferred};
 
 /// Connects (GIL released) and returns the core client.
-fn connect(py: Python<'_>, nodes: &Bound<'_, PyAny>, args: ClientArgs<'_, '_>) -> PyResult<fencelock::Client> {
+fn connect(
+    py: Python<'_>,
+    nodes: &Bound<'_, PyAny>,
+    args: ClientArgs<'_, '_>,
+) -> PyResult<fencelock::Client> {
     let builder = args.builder(nodes)?;
     rt::wait(py, builder.build())?.map_err(|e| core_error(py, e))
 }
@@ -36,7 +40,11 @@ fn resource_arg(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     text_arg(obj, "resource")
 }
 
-fn fenced_args(key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, token: &Bound<'_, PyAny>) -> PyResult<(String, String, u64)> {
+fn fenced_args(
+    key: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+    token: &Bound<'_, PyAny>,
+) -> PyResult<(String, String, u64)> {
     Ok((
         text_arg(key, "key")?,
         text_arg(value, "value")?,
@@ -63,11 +71,19 @@ fn fenced_get_py(py: Python<'_>, value: Option<(String, u64)>) -> PyResult<Py<Py
 }
 
 /// The core's `try_acquire`: `None` when held by someone else.
-async fn try_acquire(client: fencelock::Client, resource: String, options: LockOptions) -> fencelock::Result<Option<fencelock::Lock>> {
+async fn try_acquire(
+    client: fencelock::Client,
+    resource: String,
+    options: LockOptions,
+) -> fencelock::Result<Option<fencelock::Lock>> {
     client.try_acquire(&resource, options).await
 }
 
-async fn acquire(client: fencelock::Client, resource: String, options: LockOptions) -> fencelock::Result<fencelock::Lock> {
+async fn acquire(
+    client: fencelock::Client,
+    resource: String,
+    options: LockOptions,
+) -> fencelock::Result<fencelock::Lock> {
     client.acquire(&resource, options).await
 }
 
@@ -214,7 +230,8 @@ impl Client {
     ) -> PyResult<()> {
         let (key, value, token) = fenced_args(key, value, fencing_token)?;
         let client = self.inner.clone();
-        rt::wait(py, async move { client.fenced_set(&key, &value, token).await })?.map_err(|e| core_error(py, e))
+        rt::wait(py, async move { client.fenced_set(&key, &value, token).await })?
+            .map_err(|e| core_error(py, e))
     }
 
     /// Reads what `fenced_set` stored: `(value, fencing_token)`, or None.
@@ -229,7 +246,8 @@ impl Client {
     fn inspect(&self, py: Python<'_>, resource: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let resource = resource_arg(resource)?;
         let client = self.inner.clone();
-        let states = rt::wait(py, async move { client.inspect(&resource).await })?.map_err(|e| core_error(py, e))?;
+        let states =
+            rt::wait(py, async move { client.inspect(&resource).await })?.map_err(|e| core_error(py, e))?;
         inspect_py(py, states)
     }
 
@@ -266,14 +284,25 @@ impl Client {
     }
 
     fn __repr__(&self) -> String {
-        format!("<fencelock.Client nodes={:?} quorum={}>", self.inner.nodes(), self.inner.quorum())
+        format!(
+            "<fencelock.Client nodes={:?} quorum={}>",
+            self.inner.nodes(),
+            self.inner.quorum()
+        )
     }
 
     /// Benchmark helper: `cycles` acquire+release cycles run in the core
     /// itself by `concurrency` tasks (each on its own resource), with no
     /// Python in the loop. Returns the elapsed seconds.
     #[pyo3(signature = (prefix, cycles, concurrency=1, ttl=10.0))]
-    fn _bench_core(&self, py: Python<'_>, prefix: String, cycles: usize, concurrency: usize, ttl: f64) -> PyResult<f64> {
+    fn _bench_core(
+        &self,
+        py: Python<'_>,
+        prefix: String,
+        cycles: usize,
+        concurrency: usize,
+        ttl: f64,
+    ) -> PyResult<f64> {
         let concurrency = concurrency.max(1);
         let ttl = Duration::try_from_secs_f64(ttl).map_err(|e| invalid(py, e.to_string()))?;
         let client = self.inner.clone();
@@ -285,14 +314,17 @@ impl Client {
                 let n = cycles / concurrency + usize::from(t < cycles % concurrency);
                 tasks.push(tokio::spawn(async move {
                     for _ in 0..n {
-                        let lock = client.acquire(&resource, LockOptions::new(ttl).wait(Duration::ZERO)).await?;
+                        let lock = client
+                            .acquire(&resource, LockOptions::new(ttl).wait(Duration::ZERO))
+                            .await?;
                         lock.release().await?;
                     }
                     Ok::<(), fencelock::Error>(())
                 }));
             }
             for task in tasks {
-                task.await.map_err(|e| fencelock::Error::new(ErrorKind::Closed, e.to_string()))??;
+                task.await
+                    .map_err(|e| fencelock::Error::new(ErrorKind::Closed, e.to_string()))??;
             }
             Ok::<f64, fencelock::Error>(started.elapsed().as_secs_f64())
         };
@@ -542,7 +574,9 @@ impl AsyncClient {
         let (key, value, token) = fenced_args(key, value, fencing_token)?;
         let client = self.inner.clone();
         rt::awaitable(py, async move {
-            Deferred::result(client.fenced_set(&key, &value, token).await, |py, ()| Ok(py.None()))
+            Deferred::result(client.fenced_set(&key, &value, token).await, |py, ()| {
+                Ok(py.None())
+            })
         })
     }
 
@@ -550,14 +584,18 @@ impl AsyncClient {
     fn fenced_get<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let key = text_arg(key, "key")?;
         let client = self.inner.clone();
-        rt::awaitable(py, async move { Deferred::result(client.fenced_get(&key).await, fenced_get_py) })
+        rt::awaitable(py, async move {
+            Deferred::result(client.fenced_get(&key).await, fenced_get_py)
+        })
     }
 
     /// Coroutine: each node's view of `resource` (see `Client.inspect`).
     fn inspect<'py>(&self, py: Python<'py>, resource: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let resource = resource_arg(resource)?;
         let client = self.inner.clone();
-        rt::awaitable(py, async move { Deferred::result(client.inspect(&resource).await, inspect_py) })
+        rt::awaitable(py, async move {
+            Deferred::result(client.inspect(&resource).await, inspect_py)
+        })
     }
 
     /// The nodes, as URLs without passwords.
@@ -591,11 +629,17 @@ impl AsyncClient {
         _traceback: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.inner.close();
-        rt::awaitable(py, async move { Deferred::new(|py| Ok(pyo3::types::PyBool::new(py, false).to_owned().into_any().unbind())) })
+        rt::awaitable(py, async move {
+            Deferred::new(|py| Ok(pyo3::types::PyBool::new(py, false).to_owned().into_any().unbind()))
+        })
     }
 
     fn __repr__(&self) -> String {
-        format!("<fencelock.AsyncClient nodes={:?} quorum={}>", self.inner.nodes(), self.inner.quorum())
+        format!(
+            "<fencelock.AsyncClient nodes={:?} quorum={}>",
+            self.inner.nodes(),
+            self.inner.quorum()
+        )
     }
 }
 
@@ -626,7 +670,11 @@ pub struct AsyncLockContext {
 #[pymethods]
 impl AsyncLockContext {
     fn __aenter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let task = acquire(self.client.clone(), self.resource.clone(), self.args.options.clone());
+        let task = acquire(
+            self.client.clone(),
+            self.resource.clone(),
+            self.args.options.clone(),
+        );
         let on_lost = self.args.on_lost.as_ref().map(|c| c.clone_ref(py));
         let slot = self.lock.clone();
         rt::awaitable(py, async move {

@@ -31,7 +31,10 @@ fn build<'py>(py: Python<'py>, err: &Error) -> PyResult<Bound<'py, PyAny>> {
     let nodes = PyList::empty(py);
     for report in err.nodes() {
         let (outcome, detail) = outcome_parts(&report.outcome);
-        nodes.append(PyTuple::new(py, [report.node.as_str(), outcome, detail.as_str()])?)?;
+        nodes.append(PyTuple::new(
+            py,
+            [report.node.as_str(), outcome, detail.as_str()],
+        )?)?;
     }
     make.bind(py).call1((
         err.kind().as_str(),

@@ -79,7 +79,9 @@ impl LockInner {
         )
     }
 
-    fn release_task(self: &Arc<Self>) -> impl std::future::Future<Output = fencelock::Result<()>> + Send + 'static {
+    fn release_task(
+        self: &Arc<Self>,
+    ) -> impl std::future::Future<Output = fencelock::Result<()>> + Send + 'static {
         self.stop_watcher();
         self.lock.release_task()
     }
@@ -369,7 +371,11 @@ impl LostSignal {
     /// Coroutine: waits until the lock is lost or `timeout` seconds pass;
     /// returns whether it was lost.
     #[pyo3(signature = (timeout=None))]
-    fn wait_async<'py>(&self, py: Python<'py>, timeout: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn wait_async<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let timeout = opt_seconds(timeout, "timeout", true, Scope::Call)?;
         let wait = self.lost_within(timeout);
         rt::awaitable(py, async move {

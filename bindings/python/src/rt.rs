@@ -163,15 +163,16 @@ impl ContextExt for CoreRuntime {
     }
 
     fn get_task_locals() -> Option<TaskLocals> {
-        TASK_LOCALS
-            .try_with(|c| c.get().cloned())
-            .unwrap_or_default()
+        TASK_LOCALS.try_with(|c| c.get().cloned()).unwrap_or_default()
     }
 }
 
 /// A value made into a Python object once the GIL is held (when the
 /// awaitable completes), so futures never take the GIL on a runtime worker.
-pub(crate) struct Deferred(Box<dyn for<'py> FnOnce(Python<'py>) -> PyResult<Py<PyAny>> + Send>);
+pub(crate) struct Deferred(Box<Convert>);
+
+/// Turns a finished operation's result into a Python object (GIL held).
+type Convert = dyn for<'py> FnOnce(Python<'py>) -> PyResult<Py<PyAny>> + Send;
 
 impl Deferred {
     /// Runs the conversion (the GIL is held).
