@@ -1,0 +1,170 @@
+//! The command line, as clap parses it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Run a command while holding a distributed lock over Redis, or inspect a lock.
+///
+/// Every `fencelock` — and every program using the fencelock libraries for
+/// Rust, C, Python, Node or .NET — that names the same RESOURCE on the same
+/// Redis nodes contends for the same lock.
+#[derive(Debug, Parser)]
+#[command(
+    name = "fencelock",
+    version,
+    after_help = "EXAMPLES:\n  \
+      # run the nightly report on one machine only, whichever gets there first\n  \
+      */5 * * * * fencelock --node redis://10.0.0.5:6379 run --wait 0 nightly-report -- ./report.sh\n\n  \
+      # Redlock over three independent masters, waiting up to 30s for the lock\n  \
+      FENCELOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 fencelock run --wait 30s db-migrate -- ./migrate\n\n  \
+      # who holds it?\n  \
+      fencelock --node redis://127.0.0.1:6379 status nightly-report\n\n\
+      EXIT CODES (run):\n  \
+      the command's own exit code, or 128+N if it died of signal N\n  \
+      2    bad arguments or configuration\n  \
+      69   Redis unavailable: too few nodes answered, or they refused our credentials/TLS\n  \
+      75   not acquired: another owner held the lock for all of --wait\n  \
+      76   lock lost while the command ran: the command was sent SIGTERM (SIGKILL after --grace)\n  \
+      126  the command could not be executed\n  \
+      127  the command was not found"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    /// More logging on stderr: -v for each lock event, -vv for every Redis round trip.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the Redis nodes are and how to reach them.
+#[derive(Debug, Args)]
+pub struct Connection {
+    /// A Redis node: redis://[user:password@]host:port[/db], rediss:// for TLS. Repeat for
+    /// Redlock (use 3 or 5 independent masters).
+    #[arg(
+        long = "node",
+        value_name = "URL",
+        env = "FENCELOCK_NODES",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub nodes: Vec<String>,
+
+    /// Prefix of every key this lock uses; every program sharing the lock must use the same.
+    #[arg(long, value_name = "PREFIX", default_value = fencelock::DEFAULT_PREFIX, global = true)]
+    pub key_prefix: String,
+
+    /// Hard limit on each request to one node.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration, global = true)]
+    pub node_timeout: Duration,
+
+    /// ACL user name (overrides the URL's).
+    #[arg(long, value_name = "USER", env = "FENCELOCK_USERNAME", global = true)]
+    pub username: Option<String>,
+
+    /// ACL password. Prefer the environment variable to keep it out of `ps` output.
+    #[arg(
+        long,
+        value_name = "PASSWORD",
+        env = "FENCELOCK_PASSWORD",
+        hide_env_values = true,
+        global = true
+    )]
+    pub password: Option<String>,
+
+    /// PEM file of the CA that signed the nodes' TLS certificates (default: the Mozilla roots).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub tls_ca: Option<PathBuf>,
+
+    /// PEM client certificate (chain), for nodes that require one; needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key", global = true)]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert", global = true)]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Acquire the lock, run CMD while keeping it renewed, release it when CMD exits.
+    ///
+    /// CMD gets FENCELOCK_RESOURCE and FENCELOCK_TOKEN (the fencing token: pass it
+    /// to the storage you write, so a stale holder's writes can be refused).
+    /// INT, TERM and HUP sent to fencelock are forwarded to CMD.
+    Run(RunArgs),
+    /// Show, per node, whether the lock is held, its remaining ttl and the fencing counter.
+    Status(StatusArgs),
+}
+
+/// `fencelock run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// How long the lock lives on Redis without renewal; it is renewed every ttl/3 while CMD runs.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    pub ttl: Duration,
+
+    /// How long to wait for the lock while someone else holds it (0: one attempt).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = duration)]
+    pub wait: Duration,
+
+    /// After the lock is lost: how long CMD has between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub grace: Duration,
+
+    /// The name of the lock.
+    pub resource: String,
+
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `fencelock status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The name of the lock.
+    pub resource: String,
+}
+
+/// Parses `10s`, `500ms`, `2m`, `1h30m`; a bare number is seconds.
+fn duration(text: &str) -> Result<Duration, String> {
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds)
+            .map_err(|_| format!("{text:?} is not a valid number of seconds"));
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{text:?} is not a duration ({e}); write e.g. 10s, 500ms, 2m"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_read_like_people_write_them() {
+        assert_eq!(duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(duration("-1").is_err());
+        assert!(duration("soon").unwrap_err().contains("10s"));
+    }
+}

@@ -1,0 +1,60 @@
+//! `fencelock`: run a command while holding a distributed lock over Redis,
+//! or inspect a lock. See `fencelock --help` for the exit codes.
+
+mod args;
+mod child;
+mod connect;
+mod exit;
+mod run;
+mod signals;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("fencelock: cannot start: {e}");
+            return ExitCode::from(exit::SOFTWARE);
+        }
+    };
+    runtime.block_on(dispatch(cli))
+}
+
+async fn dispatch(cli: Cli) -> ExitCode {
+    let client = match connect::connect(&cli.connection).await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("fencelock: {e}");
+            return exit::for_error(e.kind());
+        }
+    };
+    match &cli.command {
+        Command::Run(args) => run::run(&client, args).await,
+        Command::Status(args) => status::status(&client, args).await,
+    }
+}
+
+/// Warnings by default; `-v` adds lock events, `-vv` every round trip.
+/// `RUST_LOG` overrides both.
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "fencelock=info,fencelock_cli=info",
+        _ => "fencelock=debug,fencelock_cli=debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

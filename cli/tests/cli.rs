@@ -1,0 +1,336 @@
+//! `fencelock run` and `fencelock status` as a user runs them: the real
+//! binary against real redis-server nodes.
+
+use std::io::Read;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use fencelock::{ClientBuilder, LockOptions, blocking};
+use fencelock_harness::{NodeOptions, RedisNode};
+
+fn start_nodes(n: usize) -> Vec<RedisNode> {
+    RedisNode::start_many(n, &NodeOptions::default())
+}
+
+/// `fencelock --node URL… ARGS…`, with no FENCELOCK_* variables inherited.
+fn fencelock(nodes: &[RedisNode], args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fencelock"));
+    command
+        .env_remove("FENCELOCK_NODES")
+        .env_remove("FENCELOCK_PASSWORD");
+    for node in nodes {
+        command.arg("--node").arg(node.url());
+    }
+    command.args(args);
+    command
+}
+
+fn output(nodes: &[RedisNode], args: &[&str]) -> Output {
+    fencelock(nodes, args).output().expect("run fencelock")
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("fencelock exits, it is not killed")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn hold(nodes: &[RedisNode], resource: &str) -> blocking::Lock {
+    let client = blocking::Client::connect(ClientBuilder::default().nodes(nodes.iter().map(RedisNode::url)))
+        .expect("connect");
+    client
+        .acquire(
+            resource,
+            LockOptions::new(Duration::from_secs(30)).wait(Duration::ZERO),
+        )
+        .expect("acquire")
+}
+
+fn key_exists(node: &RedisNode, resource: &str) -> bool {
+    node.command(&["EXISTS", &format!("fencelock:{{{resource}}}")]) == redis::Value::Int(1)
+}
+
+/// Waits (generously) until `fencelock run` holds the lock.
+fn wait_until_held(node: &RedisNode, resource: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !key_exists(node, resource) {
+        assert!(
+            Instant::now() < deadline,
+            "fencelock never took the lock on {resource}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for a child, killing it (and failing) if it hangs.
+fn finish(mut child: Child) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("poll child").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("fencelock did not exit within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    child.stdout.take().map(|mut s| s.read_to_end(&mut stdout));
+    child.stderr.take().map(|mut s| s.read_to_end(&mut stderr));
+    Output {
+        status: child.wait().expect("reap"),
+        stdout,
+        stderr,
+    }
+}
+
+fn spawn(command: &mut Command) -> Child {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fencelock")
+}
+
+#[test]
+fn exit_codes_follow_the_documented_table() {
+    let nodes = start_nodes(1);
+    assert_eq!(code(&output(&nodes, &["run", "codes", "--", "true"])), 0);
+    assert_eq!(
+        code(&output(&nodes, &["run", "codes", "--", "sh", "-c", "exit 7"])),
+        7
+    );
+    assert_eq!(
+        code(&output(&nodes, &["run", "codes", "--", "sh", "-c", "kill -9 $$"])),
+        128 + 9
+    );
+    assert_eq!(
+        code(&output(&nodes, &["run", "codes", "--", "/nonexistent/command"])),
+        127
+    );
+    assert_eq!(
+        code(&output(&nodes, &["run", "codes", "--", "/etc/hostname"])),
+        126
+    );
+
+    let _held = hold(&nodes, "codes-held");
+    let busy = output(&nodes, &["run", "--wait", "0", "codes-held", "--", "true"]);
+    assert_eq!(code(&busy), 75, "{}", text(&busy.stderr));
+    assert!(
+        text(&busy.stderr).contains("another owner"),
+        "{}",
+        text(&busy.stderr)
+    );
+    let waited = output(&nodes, &["run", "--wait", "200ms", "codes-held", "--", "true"]);
+    assert_eq!(code(&waited), 75, "{}", text(&waited.stderr));
+
+    // Arguments and configuration: 2, with a message.
+    let no_node = output(&[], &["run", "codes", "--", "true"]);
+    assert_eq!(code(&no_node), 2);
+    assert!(
+        text(&no_node.stderr).contains("FENCELOCK_NODES"),
+        "{}",
+        text(&no_node.stderr)
+    );
+    let mut bad_url = Command::new(env!("CARGO_BIN_EXE_fencelock"));
+    bad_url
+        .env_remove("FENCELOCK_NODES")
+        .args(["--node", "http://nope", "run", "x", "--", "true"]);
+    assert_eq!(code(&bad_url.output().unwrap()), 2);
+    assert_eq!(
+        code(&output(&nodes, &["run", "--ttl", "0s", "codes", "--", "true"])),
+        2
+    );
+    assert_eq!(
+        code(&output(&nodes, &["run", "--ttl", "soon", "codes", "--", "true"])),
+        2
+    );
+    assert_eq!(code(&output(&nodes, &["run", "codes"])), 2);
+    assert_eq!(code(&output(&nodes, &["run", "", "--", "true"])), 2);
+
+    // Nobody listening: Redis unavailable.
+    let dead = start_nodes(1);
+    dead[0].kill();
+    let unavailable = output(&dead, &["run", "codes", "--", "true"]);
+    assert_eq!(code(&unavailable), 69, "{}", text(&unavailable.stderr));
+}
+
+#[test]
+fn the_command_sees_its_resource_and_fencing_token() {
+    let nodes = start_nodes(1);
+    let run = output(
+        &nodes,
+        &[
+            "run",
+            "env-check",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$FENCELOCK_RESOURCE $FENCELOCK_TOKEN\"",
+        ],
+    );
+    assert_eq!(code(&run), 0, "{}", text(&run.stderr));
+    let counter = nodes[0].command(&["GET", "fencelock:{env-check}:fence"]);
+    let redis::Value::BulkString(counter) = counter else {
+        panic!("no fencing counter: {counter:?}")
+    };
+    assert_eq!(text(&run.stdout).trim(), format!("env-check {}", text(&counter)));
+    assert!(
+        !key_exists(&nodes[0], "env-check"),
+        "released after the command exited"
+    );
+}
+
+#[test]
+fn a_lost_lock_stops_the_command_with_sigterm() {
+    let nodes = start_nodes(1);
+    let script = "trap 'echo got TERM; exit 0' TERM; while :; do sleep 0.05; done";
+    let child = spawn(&mut fencelock(
+        &nodes,
+        &["run", "--ttl", "300ms", "lose", "--", "sh", "-c", script],
+    ));
+    wait_until_held(&nodes[0], "lose");
+    nodes[0].command(&["DEL", "fencelock:{lose}"]);
+    let out = finish(child);
+    assert_eq!(code(&out), 76, "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("got TERM"));
+    assert!(
+        text(&out.stderr).contains("lost the lock 'lose'"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_command_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let nodes = start_nodes(1);
+    let script = "trap '' TERM; while :; do sleep 0.05; done";
+    let args = [
+        "run", "--ttl", "300ms", "--grace", "300ms", "stubborn", "--", "sh", "-c", script,
+    ];
+    let child = spawn(&mut fencelock(&nodes, &args));
+    wait_until_held(&nodes[0], "stubborn");
+    nodes[0].command(&["DEL", "fencelock:{stubborn}"]);
+    let out = finish(child);
+    assert_eq!(code(&out), 76, "{}", text(&out.stderr));
+}
+
+#[test]
+fn signals_are_forwarded_and_the_lock_released_after_the_command_exits() {
+    let nodes = start_nodes(1);
+    for (signal, name, exit) in [
+        (libc::SIGINT, "INT", 3),
+        (libc::SIGTERM, "TERM", 4),
+        (libc::SIGHUP, "HUP", 5),
+    ] {
+        let resource = format!("forward-{name}");
+        let script = format!("trap 'echo got {name}; exit {exit}' {name}; while :; do sleep 0.05; done");
+        let child = spawn(&mut fencelock(
+            &nodes,
+            &["run", &resource, "--", "sh", "-c", &script],
+        ));
+        wait_until_held(&nodes[0], &resource);
+        // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let out = finish(child);
+        assert_eq!(code(&out), exit, "{name}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains(&format!("got {name}")));
+        assert!(!key_exists(&nodes[0], &resource), "{name}: the lock was released");
+    }
+}
+
+#[test]
+fn concurrent_runs_never_overlap_and_tokens_rise() {
+    let nodes = start_nodes(1);
+    let log = std::env::temp_dir().join(format!("fencelock-cli-overlap-{}", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let script = format!(
+        "echo \"start $FENCELOCK_TOKEN\" >> {0}; sleep 0.1; echo \"end $FENCELOCK_TOKEN\" >> {0}",
+        log.display()
+    );
+    let runs: Vec<Child> = (0..4)
+        .map(|_| {
+            spawn(&mut fencelock(
+                &nodes,
+                &["run", "--wait", "20s", "overlap", "--", "sh", "-c", &script],
+            ))
+        })
+        .collect();
+    for run in runs {
+        let out = finish(run);
+        assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    }
+    let lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(lines.len(), 8, "{lines:?}");
+    let mut last_token = 0;
+    for pair in lines.chunks(2) {
+        let start: u64 = pair[0]
+            .strip_prefix("start ")
+            .expect("a start line first")
+            .parse()
+            .unwrap();
+        let end: u64 = pair[1]
+            .strip_prefix("end ")
+            .expect("then its end line")
+            .parse()
+            .unwrap();
+        assert_eq!(start, end, "critical sections interleaved: {lines:?}");
+        assert!(start > last_token, "tokens must rise: {lines:?}");
+        last_token = start;
+    }
+}
+
+#[test]
+fn status_shows_each_node_but_never_the_owners_token() {
+    let nodes = start_nodes(3);
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let status = |json: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fencelock"));
+        command
+            .env("FENCELOCK_NODES", urls.join(","))
+            .arg("status")
+            .arg("report");
+        if json {
+            command.arg("--json");
+        }
+        command.output().expect("run fencelock status")
+    };
+    let free = status(false);
+    assert_eq!(code(&free), 0);
+    assert!(text(&free.stdout).contains("free"), "{}", text(&free.stdout));
+
+    let lock = hold(&nodes, "report");
+    let owner_token = match nodes[0].command(&["GET", "fencelock:{report}"]) {
+        redis::Value::BulkString(bytes) => text(&bytes),
+        other => panic!("{other:?}"),
+    };
+    let table = status(false);
+    assert!(text(&table.stdout).contains("HELD"), "{}", text(&table.stdout));
+    assert!(text(&table.stdout).contains(&lock.fencing_token().to_string()));
+    let json = status(true);
+    assert!(!text(&json.stdout).contains(&owner_token) && !text(&table.stdout).contains(&owner_token));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("valid JSON");
+    assert_eq!(report["held"], true);
+    assert_eq!(report["quorum"], 2);
+    let rows = report["nodes"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        assert_eq!(row["held"], true);
+        assert_eq!(row["fencing_counter"], lock.fencing_token());
+        assert!(row["ttl_ms"].as_u64().unwrap() <= 30_000);
+    }
+
+    nodes[0].kill();
+    let degraded = status(true);
+    assert_eq!(code(&degraded), 0, "a quorum still answers");
+    let report: serde_json::Value = serde_json::from_slice(&degraded.stdout).unwrap();
+    assert!(report["nodes"][0]["error"].is_string());
+    nodes[1].kill();
+    assert_eq!(code(&status(false)), 69, "fewer than a quorum answered");
+}
