@@ -1,0 +1,227 @@
+using System;
+using System.Collections.Generic;
+using System.Linq;
+using System.Runtime.InteropServices;
+using System.Threading;
+using System.Threading.Tasks;
+
+namespace FenceLock
+{
+    /// <summary>
+    /// A client of one Redis node (single-node locks) or of N independent
+    /// masters (Redlock: a lock needs a majority, N/2+1). Thread-safe: share
+    /// one per process. Locks taken through it stay valid, and keep being
+    /// renewed, after the client is disposed.
+    /// </summary>
+    public sealed class FenceLockClient : IDisposable
+    {
+        private const int MaxResourceBytes = 1024;
+
+        private readonly ClientSafeHandle native;
+        private readonly LossEventRouter router;
+        private int disposed;
+
+        /// <summary>
+        /// Connects to <paramref name="nodes"/> (<c>redis://[user:password@]host:port[/db]</c>,
+        /// <c>rediss://</c> for TLS, <c>redis+cluster://</c> for one Redis Cluster).
+        /// Blocks while connecting (up to the connect timeout, default 1 s); a
+        /// node that is merely down does not fail the constructor, since locks
+        /// need only a majority.
+        /// </summary>
+        /// <exception cref="ArgumentNullException"><paramref name="nodes"/> is null.</exception>
+        /// <exception cref="ArgumentException">A node is null or not valid Unicode.</exception>
+        /// <exception cref="FenceLockConfigException">No nodes, a bad or duplicate URL, or a bad option.</exception>
+        /// <exception cref="FenceLockAuthException">A node refused the credentials.</exception>
+        /// <exception cref="FenceLockTlsException">A TLS handshake failed.</exception>
+        public FenceLockClient(IEnumerable<string> nodes, FenceLockOptions options = null)
+        {
+            if (nodes == null) throw new ArgumentNullException(nameof(nodes));
+            native = Connect(EncodeNodes(nodes), options);
+            try
+            {
+                router = LossEventRouter.Attach(native);
+            }
+            catch
+            {
+                native.Dispose();
+                throw;
+            }
+        }
+
+        /// <summary>Connects to a single node; see <see cref="FenceLockClient(IEnumerable{string}, FenceLockOptions)"/>.</summary>
+        public FenceLockClient(string node, FenceLockOptions options = null)
+            : this(new[] { node ?? throw new ArgumentNullException(nameof(node)) }, options)
+        {
+        }
+
+        /// <summary>The version of the loaded libfencelock, <c>MAJOR.MINOR.PATCH</c>.</summary>
+        public static string NativeVersion => Utf8.Decode(NativeMethods.fencelock_version());
+
+        /// <summary>
+        /// Takes the lock on <paramref name="resource"/>, retrying with backoff
+        /// for up to <paramref name="wait"/> while another owner holds it. No
+        /// thread is blocked while waiting. The lock lives <paramref name="ttl"/>
+        /// on Redis and is renewed until released.
+        /// </summary>
+        /// <param name="resource">What to lock: 1 to 1024 bytes of UTF-8.</param>
+        /// <param name="ttl">Lease on Redis: 10 ms to int.MaxValue ms.</param>
+        /// <param name="wait">How long to keep trying: zero for one attempt, up to 366 days,
+        /// or <see cref="Timeout.InfiniteTimeSpan"/> for the longest allowed.</param>
+        /// <param name="cancellationToken">Stops the wait: the task is cancelled and any partial grant undone.</param>
+        /// <exception cref="ArgumentNullException"><paramref name="resource"/> is null.</exception>
+        /// <exception cref="ArgumentOutOfRangeException"><paramref name="ttl"/> or <paramref name="wait"/> out of range.</exception>
+        /// <exception cref="ArgumentException"><paramref name="resource"/> is empty, too long, has a NUL or a lone surrogate.</exception>
+        /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
+        /// <remarks>The task faults with <see cref="LockTimeoutException"/> (held elsewhere for the whole wait),
+        /// <see cref="LockNotAcquiredException"/> (held elsewhere, zero wait) or
+        /// <see cref="LockUnavailableException"/> (no majority answered), each with per-node detail.</remarks>
+        public Task<FenceLockHandle> AcquireAsync(string resource, TimeSpan ttl, TimeSpan wait,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return StartAcquire(resource, ttl, Durations.Wait(wait, nameof(wait)), false, cancellationToken);
+        }
+
+        /// <summary>
+        /// One attempt to take the lock: the handle, or null when another owner holds it.
+        /// Arguments and errors as <see cref="AcquireAsync"/>.
+        /// </summary>
+        public Task<FenceLockHandle> TryAcquireAsync(string resource, TimeSpan ttl,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return StartAcquire(resource, ttl, 0, true, cancellationToken);
+        }
+
+        /// <summary>
+        /// Writes <paramref name="value"/> to the Redis key <paramref name="key"/>
+        /// only if <paramref name="fencingToken"/> is at least the token of the
+        /// last write to it, so a paused former holder cannot overwrite newer data.
+        /// </summary>
+        /// <remarks>The ABI has no asynchronous fenced write yet, so this runs the
+        /// blocking call (one round trip per node) on a thread-pool thread; the
+        /// token is checked only before it starts. The task faults with
+        /// <see cref="StaleTokenException"/> when a newer holder already wrote.</remarks>
+        /// <exception cref="ArgumentNullException"><paramref name="key"/> or <paramref name="value"/> is null.</exception>
+        /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
+        public Task FencedSetAsync(string key, string value, ulong fencingToken,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            var keyBytes = Utf8.EncodeRequired(key, nameof(key));
+            var valueBytes = Utf8.EncodeRequired(value, nameof(value));
+            ThrowIfDisposed();
+            return Task.Run(() =>
+            {
+                var error = IntPtr.Zero;
+                var status = NativeMethods.fencelock_fenced_set(native, keyBytes, valueBytes, fencingToken, ref error);
+                NativeErrors.Check(status, error);
+            }, cancellationToken);
+        }
+
+        /// <summary>
+        /// Reads a value written by <see cref="FencedSetAsync"/> and the token
+        /// that wrote it (null value and token 0 when the key does not exist).
+        /// Runs the blocking call on a thread-pool thread, as <see cref="FencedSetAsync"/>.
+        /// </summary>
+        /// <exception cref="ArgumentNullException"><paramref name="key"/> is null.</exception>
+        /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
+        public Task<FencedValue> FencedGetAsync(string key, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            var keyBytes = Utf8.EncodeRequired(key, nameof(key));
+            ThrowIfDisposed();
+            return Task.Run(() => FencedGet(keyBytes), cancellationToken);
+        }
+
+        /// <summary>
+        /// Closes the client without network I/O and without blocking. Locks
+        /// taken through it stay valid until released or disposed. Calling it
+        /// again does nothing; other members then throw <see cref="ObjectDisposedException"/>.
+        /// </summary>
+        public void Dispose()
+        {
+            if (Interlocked.Exchange(ref disposed, 1) != 0) return;
+            router.ClientClosed();
+            native.Dispose();
+        }
+
+        private Task<FenceLockHandle> StartAcquire(string resource, TimeSpan ttl, ulong waitMs, bool heldIsNull,
+            CancellationToken cancellationToken)
+        {
+            var name = EncodeResource(resource);
+            var ttlMs = Durations.Ttl(ttl, nameof(ttl));
+            ThrowIfDisposed();
+            return new AcquireOperation(router, heldIsNull, cancellationToken).Start(
+                (IntPtr userData, out IntPtr operation, ref IntPtr error) =>
+                    NativeMethods.fencelock_acquire_async(native, name, ttlMs, waitMs, AcquireOperation.Callback,
+                        userData, out operation, ref error));
+        }
+
+        // The length rule is the header's (1 to 1024 bytes); checking it here
+        // makes the mistake an exception at the call, not a faulted task.
+        private static byte[] EncodeResource(string resource)
+        {
+            var name = Utf8.EncodeRequired(resource, nameof(resource));
+            var length = name.Length - 1; // without the NUL
+            if (length < 1 || length > MaxResourceBytes)
+                throw new ArgumentException("a resource is 1 to " + MaxResourceBytes + " bytes of UTF-8, got " + length,
+                    nameof(resource));
+            return name;
+        }
+
+        private FencedValue FencedGet(byte[] key)
+        {
+            var error = IntPtr.Zero;
+            IntPtr value;
+            ulong token;
+            NativeErrors.Check(NativeMethods.fencelock_fenced_get(native, key, out value, out token, ref error), error);
+            try
+            {
+                return new FencedValue(Utf8.Decode(value), token);
+            }
+            finally
+            {
+                NativeMethods.fencelock_string_free(value);
+            }
+        }
+
+        private static List<byte[]> EncodeNodes(IEnumerable<string> nodes)
+        {
+            return nodes.Select(node =>
+            {
+                if (node == null) throw new ArgumentException("a node URL is null", nameof(nodes));
+                return Utf8.Encode(node, nameof(nodes));
+            }).ToList();
+        }
+
+        // fencelock_client_new takes `const char *const *`: copy each URL to
+        // unmanaged memory for the call, then free them (borrowed for the call only).
+        private static ClientSafeHandle Connect(List<byte[]> urls, FenceLockOptions options)
+        {
+            var pointers = new IntPtr[urls.Count];
+            try
+            {
+                for (var i = 0; i < urls.Count; i++)
+                {
+                    pointers[i] = Marshal.AllocHGlobal(urls[i].Length);
+                    Marshal.Copy(urls[i], 0, pointers[i], urls[i].Length);
+                }
+                using (var nativeOptions = NativeOptions.Create(options))
+                {
+                    var error = IntPtr.Zero;
+                    IntPtr client;
+                    var status = NativeMethods.fencelock_client_new(pointers, (UIntPtr)(uint)pointers.Length,
+                        nativeOptions, out client, ref error);
+                    NativeErrors.Check(status, error);
+                    return new ClientSafeHandle(client);
+                }
+            }
+            finally
+            {
+                foreach (var pointer in pointers) Marshal.FreeHGlobal(pointer);
+            }
+        }
+
+        private void ThrowIfDisposed()
+        {
+            if (Volatile.Read(ref disposed) != 0) throw new ObjectDisposedException(nameof(FenceLockClient));
+        }
+    }
+}

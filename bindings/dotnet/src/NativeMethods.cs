@@ -1,0 +1,169 @@
+using System;
+using System.Runtime.InteropServices;
+
+namespace FenceLock
+{
+    /// <summary>
+    /// The C ABI of libfencelock (include/fencelock.h), one declaration per
+    /// function. Objects passed in are <see cref="SafeHandle"/>s so that a
+    /// Dispose racing a call on another thread waits for the call to return
+    /// (the header forbids freeing an object another thread is using).
+    /// Objects coming out are raw pointers, wrapped by the caller at once.
+    /// </summary>
+    internal static class NativeMethods
+    {
+        // "fencelock" resolves to libfencelock.so on Linux for both Mono and
+        // modern .NET (which also finds it under runtimes/linux-x64/native).
+        private const string Library = "fencelock";
+
+        // ---- callbacks (fencelock runtime threads call these) --------------
+
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void AcquireCallback(IntPtr userData, int status, IntPtr lockPtr, IntPtr error);
+
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void DoneCallback(IntPtr userData, int status, IntPtr error);
+
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void EventCallback(IntPtr userData, IntPtr nativeEvent);
+
+        /// <summary>struct fencelock_event: int32 kind, int32 reason, uint64 token, char *resource.</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct NativeEvent
+        {
+            internal int Kind;
+            internal int Reason;
+            internal ulong FencingToken;
+            internal IntPtr Resource;
+        }
+
+        // ---- client -------------------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_client_new(IntPtr[] urls, UIntPtr nUrls, OptionsSafeHandle options,
+            out IntPtr client, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void fencelock_client_free(IntPtr client);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_client_set_event_callback(ClientSafeHandle client,
+            EventCallback callback, IntPtr userData);
+
+        // ---- errors -------------------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_error_status(ErrorSafeHandle error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr fencelock_error_message(ErrorSafeHandle error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern UIntPtr fencelock_error_node_count(ErrorSafeHandle error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_error_node(ErrorSafeHandle error, UIntPtr index,
+            out IntPtr node, out int outcome, out IntPtr detail);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void fencelock_error_free(IntPtr error);
+
+        // ---- locks --------------------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_acquire_async(ClientSafeHandle client, byte[] resource,
+            ulong ttlMs, ulong waitMs, AcquireCallback callback, IntPtr userData,
+            out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr fencelock_lock_resource(LockSafeHandle lockHandle);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_fencing_token(LockSafeHandle lockHandle, out ulong token);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_is_held(LockSafeHandle lockHandle,
+            [MarshalAs(UnmanagedType.I1)] out bool held);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_remaining_ms(LockSafeHandle lockHandle, out ulong remainingMs);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_release_async(LockSafeHandle lockHandle, DoneCallback callback,
+            IntPtr userData, out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_extend_async(LockSafeHandle lockHandle, ulong ttlMs,
+            DoneCallback callback, IntPtr userData, out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void fencelock_lock_free(IntPtr lockHandle);
+
+        // ---- operations ---------------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_operation_cancel(OperationSafeHandle operation);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void fencelock_operation_free(IntPtr operation);
+
+        // ---- fenced writes (blocking: the ABI has no _async variant) -------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_fenced_set(ClientSafeHandle client, byte[] key, byte[] value,
+            ulong fencingToken, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_fenced_get(ClientSafeHandle client, byte[] key,
+            out IntPtr value, out ulong token, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void fencelock_string_free(IntPtr value);
+
+        // ---- options ------------------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_new(out IntPtr options);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void fencelock_options_free(IntPtr options);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_set_key_prefix(OptionsSafeHandle options, byte[] prefix);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_set_node_timeout_ms(OptionsSafeHandle options, ulong timeoutMs);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_set_connect_timeout_ms(OptionsSafeHandle options, ulong timeoutMs);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_set_drift_factor(OptionsSafeHandle options, double factor);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_set_retry_ms(OptionsSafeHandle options, ulong baseMs, ulong maxMs);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_set_auto_renew(OptionsSafeHandle options,
+            [MarshalAs(UnmanagedType.I1)] bool autoRenew);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_set_credentials(OptionsSafeHandle options,
+            byte[] username, byte[] password);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_set_tls_ca_pem(OptionsSafeHandle options, byte[] pem, UIntPtr len);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_set_tls_client_cert_pem(OptionsSafeHandle options,
+            byte[] cert, UIntPtr certLen, byte[] key, UIntPtr keyLen);
+
+        // ---- misc ---------------------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr fencelock_status_name(int status);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr fencelock_version();
+    }
+}
