@@ -190,4 +190,66 @@ mod tests {
             );
         }
     }
+
+    /// tests/vectors/protocol.json holds each script's SHA1 and cases with
+    /// their replies; every front and the independent implementation check
+    /// the same file. Here the scripts as sent are replayed on a real node.
+    #[test]
+    fn scripts_match_the_shared_test_vectors() {
+        let vectors: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/vectors/protocol.json")).expect("valid JSON");
+        for script in super::all() {
+            let name = script.name.to_uppercase();
+            assert_eq!(vectors["scripts"][&name], script.sha(), "SHA1 of {name}");
+        }
+        let node = fencelock_harness::RedisNode::start(&fencelock_harness::NodeOptions::default());
+        let mut connection = node.connection();
+        for case in vectors["script_cases"].as_array().expect("script_cases") {
+            let _: () = redis::cmd("FLUSHALL").query(&mut connection).unwrap();
+            for command in case["setup"].as_array().unwrap() {
+                let words: Vec<&str> = command
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|w| w.as_str().unwrap())
+                    .collect();
+                let _: redis::Value = redis::cmd(words[0])
+                    .arg(&words[1..])
+                    .query(&mut connection)
+                    .unwrap();
+            }
+            let name = case["script"].as_str().unwrap();
+            let script = super::all()
+                .into_iter()
+                .find(|s| s.name.eq_ignore_ascii_case(name))
+                .expect("a known script");
+            let strings = |field: &str| -> Vec<String> {
+                case[field]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|w| w.as_str().unwrap().to_owned())
+                    .collect()
+            };
+            let (keys, args) = (strings("keys"), strings("args"));
+            let reply: redis::Value = redis::cmd("EVAL")
+                .arg(script.source)
+                .arg(keys.len())
+                .arg(&keys)
+                .arg(&args)
+                .query(&mut connection)
+                .unwrap();
+            assert_eq!(as_json(&reply), case["reply"], "{name}: {}", case["why"]);
+        }
+    }
+
+    fn as_json(value: &redis::Value) -> serde_json::Value {
+        match value {
+            redis::Value::Nil => serde_json::Value::Null,
+            redis::Value::Int(n) => (*n).into(),
+            redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into(),
+            redis::Value::Array(items) => items.iter().map(as_json).collect(),
+            other => panic!("unexpected reply {other:?}"),
+        }
+    }
 }

@@ -1,0 +1,137 @@
+//! The key vectors of tests/vectors/protocol.json, through the public API
+//! against a real node: every front checks the same file.
+
+use std::time::Duration;
+
+use fencelock::{Client, ErrorKind, LockOptions};
+use fencelock_harness::{NodeOptions, RedisNode};
+use serde_json::Value;
+
+fn vectors() -> Value {
+    serde_json::from_str(include_str!("../../tests/vectors/protocol.json")).expect("valid JSON")
+}
+
+fn text(value: &Value) -> &str {
+    value.as_str().expect("a string")
+}
+
+/// CRC16/XMODEM, as Redis Cluster computes key slots.
+fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |mut crc, &byte| {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+        crc
+    })
+}
+
+/// The part of `key` Redis Cluster hashes: from the first `{` to the next `}`, if non-empty.
+fn hash_tag(key: &str) -> &str {
+    key.find('{')
+        .and_then(|open| {
+            key[open + 1..]
+                .find('}')
+                .map(|len| &key[open + 1..open + 1 + len])
+        })
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(key)
+}
+
+#[test]
+fn key_vectors_are_consistent_and_in_the_protocol_document() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/protocol.md")).unwrap();
+    for vector in vectors()["keys"].as_array().unwrap() {
+        let (lock, fence, tag) = (
+            text(&vector["lock_key"]),
+            text(&vector["fence_key"]),
+            text(&vector["hash_tag"]),
+        );
+        assert_eq!(hash_tag(lock), tag, "{vector}");
+        assert_eq!(hash_tag(fence), tag, "lock and counter share a slot: {vector}");
+        assert_eq!(
+            u64::from(crc16(tag.as_bytes()) % 16384),
+            vector["slot"].as_u64().unwrap(),
+            "{vector}"
+        );
+        let prefix = match text(&vector["prefix"]) {
+            "" => "(empty)".to_owned(),
+            prefix => format!("`{prefix}`"),
+        };
+        let resource = text(&vector["resource"]);
+        let row = format!("| {prefix} | `{resource}`");
+        let line = doc
+            .lines()
+            .find(|line| line.starts_with(&row))
+            .unwrap_or_else(|| panic!("docs/protocol.md §2.1 has no row for {row}: document every vector"));
+        assert!(
+            line.contains(&format!("`{lock}` | `{fence}` | `{tag}` ({})", vector["slot"])),
+            "{line}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_key_vector_is_the_key_the_client_writes() {
+    let node = RedisNode::start(&NodeOptions::default());
+    for vector in vectors()["keys"].as_array().unwrap() {
+        let client = Client::builder()
+            .node(node.url())
+            .key_prefix(text(&vector["prefix"]))
+            .build()
+            .await
+            .unwrap();
+        let lock = client
+            .acquire(
+                text(&vector["resource"]),
+                LockOptions::new(Duration::from_secs(10)),
+            )
+            .await
+            .unwrap();
+        let token = match node.command(&["GET", text(&vector["lock_key"])]) {
+            redis::Value::BulkString(bytes) => String::from_utf8(bytes).unwrap(),
+            other => panic!("no lock key {}: {other:?}", vector["lock_key"]),
+        };
+        let alphabet = text(&vectors()["token"]["alphabet"]).to_owned();
+        assert_eq!(
+            token.len() as u64,
+            vectors()["token"]["hex_digits"].as_u64().unwrap()
+        );
+        assert!(token.chars().all(|c| alphabet.contains(c)), "{token}");
+        let counter = node.command(&["GET", text(&vector["fence_key"])]);
+        assert_eq!(
+            counter,
+            redis::Value::BulkString(lock.fencing_token().to_string().into_bytes())
+        );
+        lock.release().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn invalid_resource_vectors_are_refused() {
+    let node = RedisNode::start(&NodeOptions::default());
+    let client = Client::builder().node(node.url()).build().await.unwrap();
+    for vector in vectors()["invalid_resources"].as_array().unwrap() {
+        let resource = match vector.get("resource") {
+            Some(resource) => text(resource).to_owned(),
+            None => text(&vector["resource_repeat"]).repeat(vector["times"].as_u64().unwrap() as usize),
+        };
+        let error = client
+            .try_acquire(&resource, LockOptions::new(Duration::from_secs(1)))
+            .await
+            .expect_err(text(&vector["why"]));
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{}", vector["why"]);
+    }
+    let longest = "a".repeat(vectors()["max_resource_bytes"].as_u64().unwrap() as usize);
+    assert!(
+        client
+            .try_acquire(&longest, LockOptions::new(Duration::from_secs(1)))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
