@@ -8,6 +8,7 @@ root=$(pwd)
 
 cargo build -q -p fencelock-ffi -p fencelock-harness --bin redis-nodes
 export FENCELOCK_REDIS_NODES="$root/target/debug/redis-nodes"
+export FENCELOCK_VECTORS="$root/tests/vectors/protocol.json"
 
 echo "== installed layout: pkg-config, shared and static linking"
 prefix="$root/target/c-prefix"
