@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List
 
+import fencelock
 import pytest
 import redis
-
-import fencelock
 
 VECTORS: Dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[3] / "tests" / "vectors" / "protocol.json").read_text(
