@@ -12,8 +12,10 @@ namespace FenceLock
     /// End it with <c>await handle.DisposeAsync()</c> (release, then free) or
     /// <see cref="ReleaseAsync"/> to see the release's outcome.
     /// <see cref="Dispose"/> never blocks: it starts the release in the
-    /// background and frees the handle at once. Thread-safe, except that
-    /// disposing while another thread uses the handle makes that use throw
+    /// background and frees the handle at once. A handle dropped without
+    /// either is finalized like <c>fencelock_lock_free</c>: renewal stops and
+    /// the key expires at its ttl. Thread-safe, except that disposing while
+    /// another thread uses the handle makes that use throw
     /// <see cref="ObjectDisposedException"/>.
     /// </summary>
     public sealed class FenceLockHandle : IAsyncDisposable, IDisposable

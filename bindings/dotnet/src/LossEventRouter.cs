@@ -32,9 +32,13 @@ namespace FenceLock
         private static long lastId;
 
         private readonly long id = Interlocked.Increment(ref lastId);
-        private readonly ConcurrentDictionary<LockKey, FenceLockHandle> handles =
-            new ConcurrentDictionary<LockKey, FenceLockHandle>();
+        // Weak: a handle dropped without Dispose must stay collectable, so its
+        // SafeHandle's finalizer frees the lock and renewal stops (as a Rust
+        // Lock's Drop does) instead of this table renewing it forever.
+        private readonly ConcurrentDictionary<LockKey, WeakReference<FenceLockHandle>> handles =
+            new ConcurrentDictionary<LockKey, WeakReference<FenceLockHandle>>();
         private volatile bool clientClosed;
+        private int registrations;
 
         /// <summary>Makes a router and subscribes it to the client's events (once per client).</summary>
         internal static LossEventRouter Attach(ClientSafeHandle client)
@@ -56,13 +60,14 @@ namespace FenceLock
             // An acquire that finishes after the client was disposed still
             // needs its events: make sure the router is reachable again.
             Routers[id] = this;
-            handles[new LockKey(handle.Resource, handle.FencingToken)] = handle;
+            handles[new LockKey(handle.Resource, handle.FencingToken)] = new WeakReference<FenceLockHandle>(handle);
+            if (Interlocked.Increment(ref registrations) % 256 == 0) SweepCollected();
         }
 
         /// <summary>Stops routing events for <paramref name="handle"/>.</summary>
         internal void Unregister(FenceLockHandle handle)
         {
-            FenceLockHandle removed;
+            WeakReference<FenceLockHandle> removed;
             handles.TryRemove(new LockKey(handle.Resource, handle.FencingToken), out removed);
             ForgetIfIdle();
         }
@@ -72,6 +77,15 @@ namespace FenceLock
         {
             clientClosed = true;
             ForgetIfIdle();
+        }
+
+        // Drops the entries of handles collected without Dispose.
+        private void SweepCollected()
+        {
+            FenceLockHandle alive;
+            WeakReference<FenceLockHandle> removed;
+            foreach (var entry in handles)
+                if (!entry.Value.TryGetTarget(out alive)) handles.TryRemove(entry.Key, out removed);
         }
 
         private void ForgetIfIdle()
@@ -89,8 +103,10 @@ namespace FenceLock
                 if (!Routers.TryGetValue(userData.ToInt64(), out router)) return;
                 var lost = Marshal.PtrToStructure<NativeMethods.NativeEvent>(nativeEvent);
                 var key = new LockKey(Utf8.Decode(lost.Resource), lost.FencingToken);
+                WeakReference<FenceLockHandle> entry;
                 FenceLockHandle handle;
-                if (router.handles.TryGetValue(key, out handle)) handle.OnLost((LockLossReason)lost.Reason);
+                if (router.handles.TryGetValue(key, out entry) && entry.TryGetTarget(out handle))
+                    handle.OnLost((LockLossReason)lost.Reason);
             }
             catch (Exception e)
             {

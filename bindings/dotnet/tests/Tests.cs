@@ -45,6 +45,7 @@ namespace FenceLock.Tests
             DisposeTwiceAndUseAfterDispose,
             DisposeReleasesWithoutBlocking,
             LockOutlivesItsClient,
+            ForgottenHandleStopsRenewing,
             CancelWaitingAcquire,
             OptionsReachTheNativeClient,
             BadClientArguments,
@@ -315,6 +316,25 @@ namespace FenceLock.Tests
             await handle.ReleaseAsync();
             Check.Equal("0", Exists(single, 0, resource), "released");
             await handle.DisposeAsync();
+        }
+
+        private static async Task ForgottenHandleStopsRenewing()
+        {
+            using (var client = new FenceLockClient(single.Urls))
+            {
+                var resource = Unique("forgotten");
+                // Acquired on another thread and never stored: nothing references the handle.
+                await Task.Run(async () => { await client.AcquireAsync(resource, TimeSpan.FromMilliseconds(300), TimeSpan.Zero); });
+                Check.Equal("1", Exists(single, 0, resource), "key exists");
+                // The finalizer frees the lock: renewal stops and the key expires at its ttl.
+                var expired = await Check.Eventually(() =>
+                {
+                    GC.Collect();
+                    GC.WaitForPendingFinalizers();
+                    return Exists(single, 0, resource) == "0";
+                }, Deadline);
+                Check.That(expired, "key expired after the handle was collected");
+            }
         }
 
         private static async Task CancelWaitingAcquire()
