@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::ClientShared;
-use crate::error::{Error, ErrorKind, NodeOutcome, Result, quorum_failure_kind};
-use crate::fencing::{raise_to, token_from_grants};
+use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, quorum_failure_kind};
+use crate::fencing::{MAX_FENCING_TOKEN, raise_to, token_from_grants};
 use crate::keys::LockKeys;
 use crate::lock::{Lock, LockState};
 use crate::node::{Reply, as_i64};
@@ -139,13 +139,22 @@ async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Dur
 /// The fencing counter a node returned when it granted the lock.
 fn granted(reply: &Reply) -> Option<u64> {
     let n = as_i64(reply.as_ref().ok()?)?;
-    u64::try_from(n).ok().filter(|n| *n >= 1)
+    u64::try_from(n)
+        .ok()
+        .filter(|n| (1..=MAX_FENCING_TOKEN).contains(n))
 }
 
 fn describe_acquire(value: &redis::Value) -> NodeOutcome {
     match as_i64(value) {
         Some(0) => NodeOutcome::HeldByOther,
-        Some(n) if n >= 1 => NodeOutcome::Ok,
+        Some(n) if (1..=MAX_FENCING_TOKEN as i64).contains(&n) => NodeOutcome::Ok,
+        Some(n) if n > MAX_FENCING_TOKEN as i64 => NodeOutcome::Failed(NodeFailure {
+            kind: ErrorKind::Unavailable,
+            detail: format!(
+                "the fencing counter reached {n}, above 2^53 - 1 where tokens could repeat; \
+                 see docs/protocol.md section 2.2"
+            ),
+        }),
         _ => unexpected(value),
     }
 }

@@ -10,6 +10,12 @@
 //! skipped: no extra round trip. Assumes counters survive restarts (AOF).
 
 use crate::error::{Error, ErrorKind, Result};
+
+/// The largest fencing token, 2^53 − 1. ACQUIRE returns the counter through
+/// Lua, whose numbers are doubles: above this, grants could be rounded and
+/// repeat (docs/protocol.md §2.2), so a larger reply counts as a failure of
+/// that node. At a million grants a second the range lasts 285 years.
+pub const MAX_FENCING_TOKEN: u64 = (1 << 53) - 1;
 use crate::node::Reply;
 use crate::node_set::NodeSet;
 use crate::quorum::Quorum;

@@ -67,6 +67,7 @@ pub use backoff::RetryPolicy;
 pub use client::{Client, NodeLockState};
 pub use config::{ClientBuilder, MAX_DRIFT_FACTOR};
 pub use error::{Error, ErrorKind, NodeFailure, NodeOutcome, NodeReport, Result};
+pub use fencing::MAX_FENCING_TOKEN;
 pub use keys::{DEFAULT_PREFIX, MAX_PREFIX_LEN, MAX_RESOURCE_LEN};
 pub use lock::{Lock, LockStatus, LossReason};
 pub use options::{LockOptions, MAX_TTL, MAX_WAIT, MIN_TTL};

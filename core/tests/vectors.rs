@@ -135,3 +135,38 @@ async fn invalid_resource_vectors_are_refused() {
             .is_some()
     );
 }
+
+/// ACQUIRE returns the counter through Lua doubles: exact up to 2^53 - 1,
+/// refused above it rather than handing out a token that could repeat.
+#[tokio::test]
+async fn fencing_tokens_are_exact_up_to_2_53_and_refused_beyond() {
+    let node = RedisNode::start(&NodeOptions::default());
+    let client = Client::builder().node(node.url()).build().await.unwrap();
+    let max = fencelock::MAX_FENCING_TOKEN;
+    assert_eq!(max, (1 << 53) - 1);
+    node.command(&["SET", "fencelock:{edge}:fence", &(max - 1).to_string()]);
+    let lock = client
+        .acquire("edge", LockOptions::new(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert_eq!(lock.fencing_token(), max);
+    lock.release().await.unwrap();
+
+    let error = client
+        .try_acquire("edge", LockOptions::new(Duration::from_secs(5)))
+        .await
+        .expect_err("a counter above 2^53 - 1 is refused");
+    assert_eq!(error.kind(), ErrorKind::Unavailable);
+    assert!(error.to_string().contains("2^53"), "{error}");
+    // The undo is sent in the background: give it a moment (without blocking
+    // this runtime, which drives the connection the undo travels on).
+    let mut undone = false;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        undone = node.command(&["EXISTS", "fencelock:{edge}"]) == redis::Value::Int(0);
+        if undone {
+            break;
+        }
+    }
+    assert!(undone, "the failed grant was undone");
+}

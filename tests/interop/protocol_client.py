@@ -1,0 +1,284 @@
+"""Independent test-only client of fencelock protocol v1, written from docs/protocol.md alone."""
+import argparse, concurrent.futures as cf, hashlib, random, secrets, sys, time
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+SOURCES = {  # §3, verbatim; each source starts and ends with a newline
+    "ACQUIRE": """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return 0
+""",
+    "RELEASE": """
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if current == false then return -1 end
+return 0
+""",
+    "EXTEND": """
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if current == false then return -1 end
+return 0
+""",
+    "RAISE_FENCE": """
+local function decimal_less(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+
+local current = redis.call('GET', KEYS[1]) or '0'
+if decimal_less(current, ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+""",
+    "FENCED_SET": """
+local function decimal_less(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+
+local stored = redis.call('HGET', KEYS[1], 'fence')
+if stored and decimal_less(ARGV[1], stored) then return 0 end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
+return 1
+""",
+    "FENCED_GET": """
+local fields = redis.call('HMGET', KEYS[1], 'value', 'fence')
+if not fields[2] then return false end
+return fields
+""",
+}
+SHAS = {  # §3, as printed; checked against the sources at import time
+    "ACQUIRE": "cbde47ee5743b6d63bae76997343df52018ca515", "RELEASE": "076564cedbbec8e0e6ae0ddcbfb84c55b20e9f87",
+    "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
+    "FENCED_SET": "c1e67f6ef68463feecf634f0c5161f840d2c0bb1", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
+}
+for _n, _s in SOURCES.items():
+    assert hashlib.sha1(_s.encode()).hexdigest() == SHAS[_n], _n
+
+PENDING, TIMED_OUT = "pending", "timed_out"
+AUTH_ERRORS = (redis.exceptions.AuthenticationError, redis.exceptions.NoPermissionError,
+               redis.exceptions.AuthorizationError)
+
+
+class ProtocolError(Exception):
+    def __init__(self, kind, msg=""):
+        super().__init__(f"{kind}: {msg}" if msg else kind)
+        self.kind = kind
+
+
+MAX_TOKEN = 2**53 - 1  # §2.2: a larger ACQUIRE reply is a failure of that node
+
+
+def _is_int(r, *allowed):
+    return type(r) is int and (r in allowed if allowed else 1 <= r <= MAX_TOKEN)
+
+
+def _check_ttl(ttl_ms):
+    if not (isinstance(ttl_ms, int) and 10 <= ttl_ms <= 2**31 - 1):
+        raise ProtocolError("invalid_argument", f"ttl_ms {ttl_ms!r} out of range")
+
+
+class _Node:
+    """One worker thread owns the node's one connection, so a node's calls run in order on it (§4.2 Undo).
+    The per-node timeout is enforced by the caller; the socket timeout only unblocks a dead node."""
+
+    def __init__(self, url, timeout):
+        self.client = redis.Redis.from_url(url, socket_connect_timeout=max(timeout, 1.0),
+                                           socket_timeout=max(2.0, 20 * timeout), retry=Retry(NoBackoff(), 0))
+        self.pool = cf.ThreadPoolExecutor(max_workers=1)
+
+    def _run(self, name, keys, args):  # §3: EVALSHA, once EVAL on NOSCRIPT
+        try:
+            return self.client.evalsha(SHAS[name], len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            return self.client.eval(SOURCES[name], len(keys), *keys, *args)
+
+    def submit(self, name, keys, args):
+        return self.pool.submit(self._run, name, keys, args)
+
+
+class ProtocolLock:
+    def __init__(self, client, resource, token, fencing_token, ttl_ms, valid_until):
+        self._c, self.resource, self._token = client, resource, token
+        self.fencing_token, self.ttl_ms, self.valid_until = fencing_token, ttl_ms, valid_until
+        self.lost = self.released = False
+
+    def extend(self, ttl_ms):  # §4.5
+        _check_ttl(ttl_ms)
+        if self.lost or self.released or time.monotonic() >= self.valid_until:
+            return False
+        c, sent = self._c, time.monotonic()
+        res = c._quorum("EXTEND", [c.lock_key(self.resource)], [self._token, str(ttl_ms)], lambda v: v == 1)
+        valid_until = sent + (ttl_ms - c.margin(ttl_ms)) / 1000
+        if sum(_is_int(r, 1) for r in res) >= c.q and valid_until > time.monotonic():
+            self.valid_until, self.ttl_ms = valid_until, ttl_ms
+            return True
+        if sum(_is_int(r, 0, -1) for r in res) > c.n - c.q:
+            self.lost = True  # taken_over / deleted: reported lost, never re-created
+        return False
+
+    def release(self):  # §4.6: all nodes, no early decision; a second release sends nothing
+        if self.released:
+            return False
+        self.released, c = True, self._c
+        res = c._quorum("RELEASE", [c.lock_key(self.resource)], [self._token], None, early=False)
+        return not self.lost and sum(_is_int(r, 1) for r in res) >= c.q
+
+
+class ProtocolClient:
+    def __init__(self, nodes, key_prefix="fencelock:", timeout_ms=100, drift=0.01,
+                 base_delay_ms=10, max_delay_ms=500):
+        if not nodes or timeout_ms <= 0 or "{" in key_prefix or "}" in key_prefix \
+                or len(key_prefix.encode()) > 256 or not 0 <= drift <= 0.1:
+            raise ProtocolError("config", "bad nodes/timeout/prefix/drift")
+        self.prefix, self.timeout, self.drift = key_prefix, timeout_ms / 1000, drift
+        self.base_delay, self.max_delay = base_delay_ms / 1000, max_delay_ms / 1000
+        self.nodes = [_Node(u, self.timeout) for u in nodes]
+        self.n, self.q = len(self.nodes), len(self.nodes) // 2 + 1
+
+    def close(self):
+        for nd in self.nodes:
+            nd.pool.shutdown(wait=True)
+            nd.client.close()
+
+    def lock_key(self, resource):  # §2.1
+        if not 1 <= len(resource.encode()) <= 1024 or resource.startswith("}"):
+            raise ProtocolError("invalid_argument", "bad resource")
+        return f"{self.prefix}{{{resource}}}"
+
+    def counter_key(self, resource):
+        return self.lock_key(resource) + ":fence"
+
+    def margin(self, ttl_ms):  # §4.1, in ms
+        return ttl_ms * self.drift + 2
+
+    def _quorum(self, name, keys, args, is_yes, early=True):
+        """Per-node results: the reply, an Exception, TIMED_OUT or PENDING (§4.1, deciding early)."""
+        futs = {nd.submit(name, keys, args): i for i, nd in enumerate(self.nodes)}
+        res, left, yes, other = [PENDING] * self.n, set(futs), 0, 0
+        deadline = time.monotonic() + self.timeout
+        while left and not (early and (yes >= self.q or other > self.n - self.q)):
+            done, left = cf.wait(left, max(0.0, deadline - time.monotonic()), cf.FIRST_COMPLETED)
+            if not done:
+                for f in left:
+                    res[futs[f]] = TIMED_OUT
+                break
+            for f in done:
+                r = res[futs[f]] = f.exception() or f.result()
+                if is_yes is not None and not isinstance(r, Exception) and is_yes(r):
+                    yes += 1
+                else:
+                    other += 1
+        return res
+
+    def _undo(self, resource, token, res):  # §4.2 Undo: every node but those that replied exactly 0
+        for i, r in enumerate(res):
+            if not _is_int(r, 0):
+                self.nodes[i].submit("RELEASE", [self.lock_key(resource)], [token])
+
+    @staticmethod
+    def _fail_kind(res):  # §4.2 step 3
+        bad = [r for r in res if r is not PENDING and not _is_int(r, 0) and not _is_int(r)]
+        zeros = sum(_is_int(r, 0) for r in res)
+        if zeros >= 1 and zeros >= len(bad):
+            return "not_acquired"
+        return "auth" if bad and all(isinstance(r, AUTH_ERRORS) for r in bad) else "unavailable"
+
+    def _attempt(self, resource, ttl_ms):  # §4.2
+        token, lk, ck = secrets.token_hex(16), self.lock_key(resource), self.counter_key(resource)
+        sent = time.monotonic()
+        res = self._quorum("ACQUIRE", [lk, ck], [token, str(ttl_ms)], _is_int)
+        grants = [r for r in res if _is_int(r)]
+        if len(grants) < self.q:
+            self._undo(resource, token, res)
+            return None, self._fail_kind(res)
+        fence = max(grants)  # §4.4: single-node, the one grant; Redlock, the max, raised unless q report it
+        if self.n > 1 and grants.count(fence) < self.q:
+            raised = self._quorum("RAISE_FENCE", [ck], [str(fence)], lambda v: _is_int(v, 0, 1))
+            if sum(_is_int(r, 0, 1) for r in raised) < self.q:
+                self._undo(resource, token, res)
+                return None, "unavailable"
+        valid_until = sent + (ttl_ms - self.margin(ttl_ms)) / 1000
+        if valid_until - time.monotonic() <= 0:
+            self._undo(resource, token, res)
+            return None, "unavailable"
+        return ProtocolLock(self, resource, token, fence, ttl_ms, valid_until), None
+
+    def acquire(self, resource, ttl_ms=30000, wait_ms=10000):  # §4.3; None = not_acquired/timeout
+        _check_ttl(ttl_ms)
+        self.lock_key(resource)
+        deadline, n = time.monotonic() + wait_ms / 1000, 0
+        while True:
+            lock, kind = self._attempt(resource, ttl_ms)
+            if lock is not None:
+                return lock
+            if kind not in ("not_acquired", "unavailable"):
+                raise ProtocolError(kind)
+            left = deadline - time.monotonic()
+            if wait_ms == 0 or left <= 0:
+                return None
+            time.sleep(min(random.uniform(0, min(self.max_delay, self.base_delay * 2 ** n)), left))
+            n += 1
+
+    def fenced_set(self, key, value, token):  # §3.5/§4.8, first node only; False = stale_token
+        r = self.nodes[0].submit("FENCED_SET", [key], [str(int(token)), value]).result(self.timeout)
+        if not _is_int(r, 0, 1):
+            raise ProtocolError("unavailable", f"unexpected reply {r!r}")
+        return r == 1
+
+    def fenced_get(self, key):  # §3.6 -> (value bytes, fence int) or None
+        r = self.nodes[0].submit("FENCED_GET", [key], []).result(self.timeout)
+        return None if r is None else (r[0], int(r[1]))
+
+
+def _worker(a):
+    client = ProtocolClient(a.nodes.split(","), key_prefix=a.prefix)
+    try:
+        for _ in range(a.iterations):
+            lock = client.acquire(a.resource, a.ttl_ms, a.wait_ms)
+            if lock is None:
+                raise ProtocolError("timeout", f"could not acquire {a.resource!r}")
+            start = time.time_ns()
+            try:
+                with open(a.counter_file) as f:
+                    value = int(f.read().strip() or 0)
+            except FileNotFoundError:
+                value = 0
+            time.sleep(0.005)
+            with open(a.counter_file, "w") as f:
+                f.write(f"{value + 1}\n")
+            end = time.time_ns()
+            with open(a.log_file, "a") as f:
+                f.write(f"redis-py {lock.fencing_token} {start} {end}\n")
+            if not lock.release():
+                raise ProtocolError("not_held", "release did not reach a quorum")
+    finally:
+        client.close()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    w = p.add_subparsers(dest="cmd", required=True).add_parser("worker")
+    for opt in ("--nodes", "--resource", "--counter-file", "--log-file"):
+        w.add_argument(opt, required=True)
+    w.add_argument("--iterations", type=int, required=True)
+    w.add_argument("--prefix", default="fencelock:")
+    w.add_argument("--ttl-ms", type=int, default=10000)
+    w.add_argument("--wait-ms", type=int, default=60000)
+    try:
+        _worker(p.parse_args())
+    except Exception as e:  # any failure: message on stderr, non-zero exit
+        print(f"protocol_client worker: {e}", file=sys.stderr)
+        sys.exit(1)
