@@ -1,0 +1,64 @@
+/* Interop worker (C ABI): ITERATIONS times, take the lock, do a non-atomic
+ * read-modify-write of the counter file, log the critical section.
+ *   worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated) */
+#define _POSIX_C_SOURCE 200809L
+#include <fencelock.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static unsigned long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
+}
+
+static int fail(const char *what, fencelock_error *error) {
+  fprintf(stderr, "c worker: %s: %s\n", what, error ? fencelock_error_message(error) : "failed");
+  fencelock_error_free(error);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 6) return 2;
+  char *list = strdup(argv[1]);
+  const char *urls[16];
+  size_t count = 0;
+  for (char *url = strtok(list, ","); url != NULL && count < 16; url = strtok(NULL, ",")) urls[count++] = url;
+  fencelock_client *client = NULL;
+  fencelock_error *error = NULL;
+  if (fencelock_client_new(urls, count, NULL, &client, &error) != FENCELOCK_STATUS_OK) return fail("connect", error);
+  free(list);
+  for (int i = 0; i < atoi(argv[3]); i++) {
+    fencelock_lock *lock = NULL;
+    if (fencelock_acquire(client, argv[2], 10000, 120000, &lock, &error) != FENCELOCK_STATUS_OK)
+      return fail("acquire", error);
+    uint64_t token = 0;
+    fencelock_lock_fencing_token(lock, &token);
+    unsigned long long start = now_ns();
+    long value = 0;
+    FILE *counter = fopen(argv[4], "r");
+    if (counter != NULL) {
+      if (fscanf(counter, "%ld", &value) != 1) value = 0;
+      fclose(counter);
+    }
+    struct timespec pause = {0, 3000000};
+    nanosleep(&pause, NULL); /* widen the window a lost update needs */
+    counter = fopen(argv[4], "w");
+    if (counter == NULL) return 1;
+    fprintf(counter, "%ld\n", value + 1);
+    fclose(counter);
+    char line[128];
+    snprintf(line, sizeof line, "c %llu %llu %llu\n", (unsigned long long)token, start, now_ns());
+    FILE *log = fopen(argv[5], "a");
+    if (log == NULL) return 1;
+    fputs(line, log);
+    fclose(log);
+    if (fencelock_lock_release(lock, &error) != FENCELOCK_STATUS_OK) return fail("release", error);
+    fencelock_lock_free(lock);
+  }
+  fencelock_client_free(client);
+  return 0;
+}
