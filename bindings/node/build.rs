@@ -1,0 +1,5 @@
+//! Link settings for a Node addon (napi-rs).
+
+fn main() {
+    napi_build::setup();
+}

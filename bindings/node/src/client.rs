@@ -1,0 +1,418 @@
+//! `NativeClient`: the core client, connected in the background.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Waker};
+
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
+use napi::bindgen_prelude::{BigInt, PromiseRaw, ToNapiValue};
+use napi::{Env, sys};
+use napi_derive::napi;
+
+use fencelock::{Client, ErrorKind, LockOptions, RetryPolicy};
+
+use crate::args::{millis, opt_millis, throw};
+use crate::bridge;
+use crate::errors;
+use crate::lock::{Canceller, NativeLock};
+
+/// Client settings, as validated by the JavaScript layer (all optional but `nodes`).
+#[napi(object)]
+pub struct ClientOptions {
+    /// Node URLs: one for a single-node lock, several independent masters for Redlock.
+    pub nodes: Vec<String>,
+    /// Prefix of every key (default `"fencelock:"`).
+    pub key_prefix: Option<String>,
+    /// Hard limit on each request to one node, in ms (default 100).
+    pub node_timeout_ms: Option<f64>,
+    /// Limit on opening a connection, in ms (default 1000).
+    pub connect_timeout_ms: Option<f64>,
+    /// Clock-drift factor of the Redlock validity formula (default 0.01).
+    pub drift_factor: Option<f64>,
+    /// First retry delay cap while a lock is busy, in ms (default 10).
+    pub retry_base_delay_ms: Option<f64>,
+    /// Largest retry delay cap, in ms (default 500).
+    pub retry_max_delay_ms: Option<f64>,
+    /// Default ttl, in ms (default 30000).
+    pub default_ttl_ms: Option<f64>,
+    /// Default wait, in ms (default 10000).
+    pub default_wait_ms: Option<f64>,
+    /// Whether locks are auto-renewed by default (default true).
+    pub auto_renew: Option<bool>,
+    /// ACL user name for every node.
+    pub username: Option<String>,
+    /// Password for every node.
+    pub password: Option<String>,
+    /// PEM CA bundle for `rediss://` nodes.
+    pub tls_ca_pem: Option<String>,
+    /// PEM client certificate for mutual TLS.
+    pub tls_client_cert_pem: Option<String>,
+    /// PEM client key for mutual TLS.
+    pub tls_client_key_pem: Option<String>,
+    /// Allow mixing `rediss://` and `redis://` nodes.
+    pub allow_mixed_tls: Option<bool>,
+}
+
+/// What [`NativeClient::fenced_get`] reads: the value and its fencing token.
+#[napi(object)]
+pub struct FencedValue {
+    /// The stored value.
+    pub value: String,
+    /// The fencing token of the write that stored it.
+    pub fencing_token: BigInt,
+}
+
+/// One node's view of a lock (for operators; never the owner's token).
+#[napi(object)]
+pub struct NodeLockState {
+    /// The node, without credentials.
+    pub node: String,
+    /// Whether the lock key exists there.
+    pub held: bool,
+    /// Its remaining ttl in ms, if it exists and has one.
+    pub ttl_ms: Option<f64>,
+    /// The resource's fencing counter on that node.
+    pub fencing_counter: BigInt,
+    /// The error, if the node did not answer.
+    pub error: Option<String>,
+}
+
+type Connecting = Shared<BoxFuture<'static, fencelock::Result<Client>>>;
+
+/// The client once connected, or the connection under way.
+struct ClientCell {
+    ready: OnceLock<Client>,
+    connecting: Connecting,
+}
+
+impl ClientCell {
+    /// The connected client (waits for the connection on first use).
+    fn get(self: &Arc<Self>) -> impl Future<Output = fencelock::Result<Client>> + Send + 'static {
+        let cell = self.clone();
+        async move {
+            if let Some(client) = cell.ready.get() {
+                return Ok(client.clone());
+            }
+            let client = cell.connecting.clone().await?;
+            Ok(cell.ready.get_or_init(|| client).clone())
+        }
+    }
+}
+
+/// The native client behind `Client` in `index.js`.
+#[napi]
+pub struct NativeClient {
+    cell: Arc<ClientCell>,
+}
+
+#[napi]
+impl NativeClient {
+    /// Validates `options` (throwing the core's `ConfigError` at once) and
+    /// starts connecting in the background; operations wait for it.
+    #[napi(constructor)]
+    pub fn new(env: Env, options: ClientOptions) -> napi::Result<Self> {
+        let state = bridge::state(env.raw())?;
+        let builder = builder(&env, options)?;
+        let mut connect: BoxFuture<'static, fencelock::Result<Client>> = Box::pin(builder.build());
+        // One poll here validates the configuration (it fails before any
+        // await), so a bad URL throws from the constructor; the connection
+        // itself then goes on on the core's runtime.
+        let mut cx = Context::from_waker(Waker::noop());
+        let connecting: Connecting = match Pin::new(&mut connect).poll(&mut cx) {
+            Poll::Ready(Err(err)) => return Err(errors::throw(&env, &err)),
+            Poll::Ready(Ok(client)) => async move { Ok(client) }.boxed().shared(),
+            Poll::Pending => {
+                let _ = state; // the runtime exists: `bridge::state` made it
+                let task = fencelock::runtime_handle()
+                    .map_err(|e| errors::throw(&env, &e))?
+                    .spawn(connect);
+                async move {
+                    task.await.unwrap_or_else(|_| {
+                        Err(fencelock::Error::new(
+                            ErrorKind::Closed,
+                            "connecting the client failed: its task panicked; this is a bug",
+                        ))
+                    })
+                }
+                .boxed()
+                .shared()
+            }
+        };
+        Ok(NativeClient {
+            cell: Arc::new(ClientCell {
+                ready: OnceLock::new(),
+                connecting,
+            }),
+        })
+    }
+
+    /// Takes the lock, waiting up to `waitMs` while it is busy; rejects with
+    /// `LockTimeoutError` then (or `NotAcquiredError` when `waitMs` is 0).
+    /// `canceller.cancel()` stops the wait (the promise rejects with kind
+    /// `aborted`) and undoes any partial grant.
+    #[napi(ts_return_type = "Promise<Lock>")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        resource: String,
+        ttl_ms: Option<f64>,
+        wait_ms: Option<f64>,
+        auto_renew: Option<bool>,
+        max_hold_ms: Option<f64>,
+        max_renewals: Option<u32>,
+        canceller: Option<&Canceller>,
+    ) -> napi::Result<PromiseRaw<'env, NativeLock>> {
+        let options = lock_options(env, ttl_ms, wait_ms, auto_renew, max_hold_ms, max_renewals)?;
+        self.acquire_with(env, resource, options, canceller, false)
+    }
+
+    /// One attempt: resolves `null` when the lock is held elsewhere.
+    #[napi(ts_return_type = "Promise<Lock | null>")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_acquire<'env>(
+        &self,
+        env: &'env Env,
+        resource: String,
+        ttl_ms: Option<f64>,
+        auto_renew: Option<bool>,
+        max_hold_ms: Option<f64>,
+        max_renewals: Option<u32>,
+    ) -> napi::Result<PromiseRaw<'env, Option<NativeLock>>> {
+        let options = lock_options(env, ttl_ms, Some(0.0), auto_renew, max_hold_ms, max_renewals)?;
+        self.acquire_with(env, resource, options, None, true)
+    }
+
+    /// Writes `value` to the hash `key` on the first node, only if
+    /// `fencingToken` is not older than the last write's; rejects with
+    /// `StaleTokenError` otherwise.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn fenced_set<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+        value: String,
+        fencing_token: BigInt,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
+        let token = token_u64(env, "fencingToken", &fencing_token)?;
+        let state = bridge::state(env.raw())?;
+        let client = self.cell.get();
+        let work = async move { client.await?.fenced_set(&key, &value, token).await };
+        state.promise(work, |env, ()| undefined(env))
+    }
+
+    /// Reads what `fencedSet` stored, or `null`.
+    #[napi(ts_return_type = "Promise<FencedValue | null>")]
+    pub fn fenced_get<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+    ) -> napi::Result<PromiseRaw<'env, Option<FencedValue>>> {
+        let state = bridge::state(env.raw())?;
+        let client = self.cell.get();
+        let work = async move { client.await?.fenced_get(&key).await };
+        state.promise(work, |env, stored| {
+            let value = stored.map(|(value, token)| FencedValue {
+                value,
+                fencing_token: BigInt::from(token),
+            });
+            // SAFETY: on the JavaScript thread of `env`.
+            unsafe { Option::<FencedValue>::to_napi_value(env, value) }
+        })
+    }
+
+    /// Each node's view of `resource`.
+    #[napi(ts_return_type = "Promise<NodeLockState[]>")]
+    pub fn inspect<'env>(
+        &self,
+        env: &'env Env,
+        resource: String,
+    ) -> napi::Result<PromiseRaw<'env, Vec<NodeLockState>>> {
+        let state = bridge::state(env.raw())?;
+        let client = self.cell.get();
+        let work = async move { client.await?.inspect(&resource).await };
+        state.promise(work, |env, states| {
+            let states: Vec<NodeLockState> = states
+                .into_iter()
+                .map(|s| NodeLockState {
+                    node: s.node,
+                    held: s.held,
+                    ttl_ms: s.ttl_ms.map(|t| t as f64),
+                    fencing_counter: BigInt::from(s.fencing_counter),
+                    error: s.error,
+                })
+                .collect();
+            // SAFETY: on the JavaScript thread of `env`.
+            unsafe { Vec::<NodeLockState>::to_napi_value(env, states) }
+        })
+    }
+
+    /// Waits for the connection attempt to end (ignoring its outcome), then
+    /// refuses new operations. Held locks can still be released.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let state = bridge::state(env.raw())?;
+        let client = self.cell.get();
+        let work = async move {
+            if let Ok(client) = client.await {
+                client.close();
+            }
+            Ok(())
+        };
+        state.promise(work, |env, ()| undefined(env))
+    }
+}
+
+impl NativeClient {
+    fn acquire_with<'env, T>(
+        &self,
+        env: &'env Env,
+        resource: String,
+        options: LockOptions,
+        canceller: Option<&Canceller>,
+        try_once: bool,
+    ) -> napi::Result<PromiseRaw<'env, T>> {
+        let state = bridge::state(env.raw())?;
+        let client = self.cell.get();
+        let cancelled = canceller.map(Canceller::flag);
+        let work = async move {
+            let client = client.await?;
+            let attempt = async {
+                if try_once {
+                    client.try_acquire(&resource, options).await
+                } else {
+                    client.acquire(&resource, options).await.map(Some)
+                }
+            };
+            match cancelled {
+                None => attempt.await,
+                Some(flag) => {
+                    tokio::select! {
+                        result = attempt => result,
+                        () = flag.cancelled() => Err(fencelock::Error::new(
+                            ErrorKind::Closed,
+                            "aborted: the acquire was cancelled by its AbortSignal",
+                        )),
+                    }
+                }
+            }
+        };
+        state.promise(work, |env, lock| match lock {
+            // SAFETY: on the JavaScript thread of `env`.
+            Some(lock) => unsafe { NativeLock::to_napi_value(env, NativeLock::new(lock)) },
+            None => null(env),
+        })
+    }
+}
+
+fn builder(env: &Env, o: ClientOptions) -> napi::Result<fencelock::ClientBuilder> {
+    let mut b = Client::builder().nodes(o.nodes);
+    if let Some(prefix) = o.key_prefix {
+        b = b.key_prefix(prefix);
+    }
+    if let Some(t) = opt_millis(env, "nodeTimeoutMs", o.node_timeout_ms)? {
+        b = b.node_timeout(t);
+    }
+    if let Some(t) = opt_millis(env, "connectTimeoutMs", o.connect_timeout_ms)? {
+        b = b.connect_timeout(t);
+    }
+    if let Some(f) = o.drift_factor {
+        b = b.drift_factor(f);
+    }
+    let base = opt_millis(env, "retryBaseDelayMs", o.retry_base_delay_ms)?;
+    let max = opt_millis(env, "retryMaxDelayMs", o.retry_max_delay_ms)?;
+    if base.is_some() || max.is_some() {
+        let default = RetryPolicy::default();
+        let base = base.unwrap_or(default.base_delay);
+        b = b.retry(RetryPolicy::new(base, max.unwrap_or(default.max_delay.max(base))));
+    }
+    if let Some(t) = opt_millis(env, "defaultTtlMs", o.default_ttl_ms)? {
+        b = b.default_ttl(t);
+    }
+    if let Some(t) = opt_millis(env, "defaultWaitMs", o.default_wait_ms)? {
+        b = b.default_wait(t);
+    }
+    if let Some(on) = o.auto_renew {
+        b = b.default_auto_renew(on);
+    }
+    if let Some(user) = o.username {
+        b = b.username(user);
+    }
+    if let Some(password) = o.password {
+        b = b.password(password);
+    }
+    if let Some(ca) = o.tls_ca_pem {
+        b = b.tls_ca_pem(ca.into_bytes());
+    }
+    match (o.tls_client_cert_pem, o.tls_client_key_pem) {
+        (Some(cert), Some(key)) => b = b.tls_client_cert_pem(cert.into_bytes(), key.into_bytes()),
+        (None, None) => {}
+        _ => {
+            return Err(throw(
+                env,
+                true,
+                "tlsClientCertPem and tlsClientKeyPem must be given together",
+            ));
+        }
+    }
+    if let Some(allow) = o.allow_mixed_tls {
+        b = b.allow_mixed_tls(allow);
+    }
+    Ok(b)
+}
+
+fn lock_options(
+    env: &Env,
+    ttl_ms: Option<f64>,
+    wait_ms: Option<f64>,
+    auto_renew: Option<bool>,
+    max_hold_ms: Option<f64>,
+    max_renewals: Option<u32>,
+) -> napi::Result<LockOptions> {
+    let mut options = LockOptions::default();
+    if let Some(ttl) = opt_millis(env, "ttl", ttl_ms)? {
+        options = options.ttl(ttl);
+    }
+    if let Some(wait) = opt_millis(env, "wait", wait_ms)? {
+        options = options.wait(wait);
+    }
+    if let Some(on) = auto_renew {
+        options = options.auto_renew(on);
+    }
+    if let Some(limit) = max_hold_ms {
+        options = options.max_hold(millis(env, "maxHold", limit)?);
+    }
+    if let Some(limit) = max_renewals {
+        options = options.max_renewals(limit);
+    }
+    Ok(options)
+}
+
+fn token_u64(env: &Env, name: &str, token: &BigInt) -> napi::Result<u64> {
+    let (negative, value, lossless) = token.get_u64();
+    if negative || !lossless {
+        return Err(throw(
+            env,
+            false,
+            &format!("{name} must be a bigint from 0n to 2n**64n-1n"),
+        ));
+    }
+    Ok(value)
+}
+
+/// JavaScript `undefined`.
+pub(crate) fn undefined(env: sys::napi_env) -> napi::Result<sys::napi_value> {
+    let mut value = std::ptr::null_mut();
+    // SAFETY: on the JavaScript thread of `env`.
+    unsafe { sys::napi_get_undefined(env, &mut value) };
+    Ok(value)
+}
+
+fn null(env: sys::napi_env) -> napi::Result<sys::napi_value> {
+    let mut value = std::ptr::null_mut();
+    // SAFETY: on the JavaScript thread of `env`.
+    unsafe { sys::napi_get_null(env, &mut value) };
+    Ok(value)
+}

@@ -1,0 +1,47 @@
+//! The native part of the `fencelock` npm package (napi-rs).
+//!
+//! `index.js` wraps it into the public API (`Client`, `Lock`, the error
+//! classes); this module stays small and mechanical: every operation runs on
+//! the Rust core's one internal tokio runtime and settles a promise through
+//! [`bridge`], locks carry the core's lost-lock future to an `AbortSignal`
+//! through a callback that never keeps the process alive, and core errors
+//! become the JavaScript classes through a factory `index.js` installs.
+
+mod args;
+mod bridge;
+mod client;
+mod errors;
+mod lock;
+
+use napi::bindgen_prelude::Function;
+use napi::{Env, JsValue};
+use napi_derive::napi;
+
+pub use client::{ClientOptions, FencedValue, NativeClient, NodeLockState};
+pub use lock::{Canceller, NativeLock};
+
+/// Installs the JavaScript hooks: `makeError(kind, message, resource, nodes)`
+/// builds the error class of a core error kind, and `reportError(error)`
+/// receives an exception thrown by a callback (instead of crashing the loop).
+#[napi(
+    ts_args_type = "makeError: (kind: string, message: string, resource: string | null, nodes: string[][]) => Error, reportError: (error: unknown) => void"
+)]
+pub fn init(env: Env, make_error: Function<'_>, report_error: Function<'_>) -> napi::Result<()> {
+    bridge::state(env.raw())?.set_hooks(make_error.raw(), report_error.raw())
+}
+
+/// The shortest ttl accepted, in ms.
+#[napi]
+pub const MIN_TTL_MS: u32 = fencelock::MIN_TTL.as_millis() as u32;
+
+/// The longest ttl accepted, in ms (2^31 − 1).
+#[napi]
+pub const MAX_TTL_MS: u32 = fencelock::MAX_TTL.as_millis() as u32;
+
+/// The longest resource name accepted, in bytes.
+#[napi]
+pub const MAX_RESOURCE_LEN: u32 = fencelock::MAX_RESOURCE_LEN as u32;
+
+/// The version of the native module.
+#[napi]
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
