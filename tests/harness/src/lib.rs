@@ -16,7 +16,11 @@
 #![warn(missing_docs)]
 
 mod cluster;
+mod history;
 mod process;
+mod proxy;
 
 pub use cluster::RedisCluster;
+pub use history::{CheckOptions, Grant, GrantId, History, Violation, check_counter, validity_bound};
 pub use process::{NodeOptions, RedisNode, TlsFiles, redis_server_path};
+pub use proxy::{FaultProxy, Mode, ProxyStats};
