@@ -121,6 +121,9 @@ pub(crate) struct EnvState {
 thread_local! {
     /// One environment per JavaScript thread (Node runs each worker on its own thread).
     static STATE: RefCell<Option<Rc<EnvState>>> = const { RefCell::new(None) };
+    /// The environment of this thread that is being (or was) torn down:
+    /// finalizers that run during teardown must not build a new state for it.
+    static TORN_DOWN: Cell<sys::napi_env> = const { Cell::new(ptr::null_mut()) };
 }
 
 /// The environment's state, created on first use.
@@ -129,6 +132,12 @@ pub(crate) fn state(env: sys::napi_env) -> napi::Result<Rc<EnvState>> {
         && state.env == env
     {
         return Ok(state);
+    }
+    if TORN_DOWN.with(Cell::get) == env {
+        return Err(napi::Error::new(
+            Status::Closing,
+            "fencelock: the Node environment is shutting down",
+        ));
     }
     let state = Rc::new(EnvState::new(env)?);
     STATE.with(|s| *s.borrow_mut() = Some(state.clone()));
@@ -475,6 +484,13 @@ unsafe extern "C" fn on_teardown(data: *mut c_void) {
     }
     // The thread's state refers to the dying environment; forget it without
     // touching napi (references die with the environment).
+    let env = STATE
+        .try_with(|s| s.try_borrow().ok().and_then(|s| s.as_ref().map(|state| state.env)))
+        .ok()
+        .flatten();
+    if let Some(env) = env {
+        let _ = TORN_DOWN.try_with(|t| t.set(env));
+    }
     let _ = STATE.try_with(|s| {
         if let Ok(mut slot) = s.try_borrow_mut() {
             std::mem::forget(slot.take());

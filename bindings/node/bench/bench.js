@@ -1,0 +1,138 @@
+'use strict'
+
+// Uncontended acquire+release cycles: fencelock against redlock (with
+// ioredis) and redis-semaphore (Mutex / RedlockMutex), in the same run, on
+// the same redis-server nodes, with 32 concurrent async loops on distinct
+// keys, at 1 node and at 5 nodes. Prints throughput, p50/p99 latency and
+// same-run ratios. Not a test: the numbers depend on the machine.
+//
+//   cd bindings/node/bench && npm install && node bench.js [seconds-per-run]
+
+const { Client } = require('..')
+const { RedisNodes } = require('../test/helpers.js')
+const Redis = require('ioredis')
+const Redlock = require('redlock')
+const { Mutex, RedlockMutex } = require('redis-semaphore')
+
+const LOOPS = 32
+const TTL_MS = 10000
+const SECONDS = Number(process.argv[2] ?? 3)
+const WARMUP_MS = 500
+
+/** Runs `LOOPS` loops of `cycle(loopIndex)` for `SECONDS`; returns cycles/s and latencies. */
+async function measure(makeCycle) {
+  const cycles = []
+  for (let i = 0; i < LOOPS; i++) cycles.push(await makeCycle(i))
+  let recording = false
+  let stop = false
+  const latencies = []
+  const loop = async (cycle) => {
+    while (!stop) {
+      const start = process.hrtime.bigint()
+      await cycle()
+      if (recording) latencies.push(Number(process.hrtime.bigint() - start) / 1000)
+    }
+  }
+  const running = cycles.map(loop)
+  await new Promise((r) => setTimeout(r, WARMUP_MS))
+  recording = true
+  const began = process.hrtime.bigint()
+  await new Promise((r) => setTimeout(r, SECONDS * 1000))
+  recording = false
+  const elapsed = Number(process.hrtime.bigint() - began) / 1e9
+  stop = true
+  await Promise.all(running)
+  latencies.sort((a, b) => a - b)
+  const at = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]
+  return { throughput: latencies.length / elapsed, p50: at(0.5), p99: at(0.99) }
+}
+
+async function fencelockCycles(urls, tag) {
+  const client = new Client({ nodes: urls })
+  const result = await measure(async (i) => {
+    const resource = `bench:fencelock:${tag}:${i}`
+    return async () => {
+      const lock = await client.acquire(resource, { ttl: TTL_MS, wait: 0 })
+      await lock.release()
+    }
+  })
+  await client.close()
+  return result
+}
+
+async function redlockCycles(urls, tag) {
+  const clients = urls.map((url) => new Redis(url))
+  const redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 })
+  redlock.on('clientError', () => {})
+  const result = await measure(async (i) => {
+    const resource = `bench:redlock:${tag}:${i}`
+    return async () => {
+      const lock = await redlock.lock(resource, TTL_MS)
+      await lock.unlock()
+    }
+  })
+  await Promise.all(clients.map((c) => c.quit()))
+  return result
+}
+
+async function semaphoreCycles(urls, tag) {
+  const clients = urls.map((url) => new Redis(url))
+  const options = { lockTimeout: TTL_MS, acquireTimeout: 1000, refreshInterval: TTL_MS * 0.8 }
+  const result = await measure(async (i) => {
+    const key = `bench:semaphore:${tag}:${i}`
+    const mutex = clients.length === 1 ? new Mutex(clients[0], key, options) : new RedlockMutex(clients, key, options)
+    return async () => {
+      await mutex.acquire()
+      await mutex.release()
+    }
+  })
+  await Promise.all(clients.map((c) => c.quit()))
+  return result
+}
+
+function row(name, r, redlock, semaphore) {
+  const ratio = (x, y) => (y ? (x / y).toFixed(2) + '×' : '—')
+  return [
+    name.padEnd(22),
+    r.throughput.toFixed(0).padStart(9),
+    r.p50.toFixed(0).padStart(8),
+    r.p99.toFixed(0).padStart(8),
+    ratio(r.throughput, redlock.throughput).padStart(12),
+    ratio(r.throughput, semaphore.throughput).padStart(14),
+    ratio(r.p50, redlock.p50).padStart(11),
+  ].join(' ')
+}
+
+async function main() {
+  const nodes = await RedisNodes.start(5)
+  try {
+    console.log(`acquire+release cycles, ${LOOPS} concurrent loops on distinct keys, ${SECONDS} s per run, Node ${process.version}`)
+    for (const count of [1, 5]) {
+      const urls = nodes.urls.slice(0, count)
+      const tag = `${count}n`
+      // Interleaved twice, so drift of the machine during the run hits everyone.
+      const runs = { fencelock: [], redlock: [], semaphore: [] }
+      for (let round = 0; round < 2; round++) {
+        runs.redlock.push(await redlockCycles(urls, tag))
+        runs.semaphore.push(await semaphoreCycles(urls, tag))
+        runs.fencelock.push(await fencelockCycles(urls, tag))
+      }
+      const best = (list) => list.reduce((a, b) => (b.throughput > a.throughput ? b : a))
+      const [f, rl, s] = [best(runs.fencelock), best(runs.redlock), best(runs.semaphore)]
+      console.log(`\n${count} node${count > 1 ? 's' : ''} (best of 2 interleaved runs each)`)
+      console.log(
+        ['library'.padEnd(22), 'cycles/s'.padStart(9), 'p50 µs'.padStart(8), 'p99 µs'.padStart(8), 'vs redlock'.padStart(12), 'vs semaphore'.padStart(14), 'p50 vs rl'.padStart(11)].join(' '),
+      )
+      console.log(row('fencelock', f, rl, s))
+      console.log(row('redlock 4 + ioredis', rl, rl, s))
+      console.log(row(count === 1 ? 'redis-semaphore Mutex' : 'redis-semaphore Redlock', s, rl, s))
+    }
+  } finally {
+    await nodes.stop()
+  }
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exitCode = 1
+})
