@@ -1,0 +1,238 @@
+/**
+ * fencelock: distributed locks over Redis with fencing tokens — single-node
+ * and Redlock over N independent masters, auto-renewal, an `AbortSignal`
+ * aborted on loss, and `bigint` fencing tokens that strictly increase per
+ * resource.
+ *
+ * Arguments are checked before anything is sent: a wrong type rejects with a
+ * `TypeError`, an out-of-range value (NaN, Infinity, negative, non-integer
+ * milliseconds, too long a resource) with a `RangeError`; both name the
+ * argument. Every other failure is a {@link FenceLockError} subclass.
+ */
+
+/** Client settings. Only `nodes` is required. */
+export interface ClientOptions {
+  /** One `redis://[user:password@]host:port[/db]` URL (single-node lock), or several independent masters (Redlock). `rediss://` for TLS. */
+  nodes: string | string[]
+  /** Prefix of every key (default `"fencelock:"`). May not contain braces. */
+  keyPrefix?: string
+  /** Hard limit on each request to one node, in ms (default 100). */
+  nodeTimeoutMs?: number
+  /** Limit on opening a connection, in ms (default 1000). */
+  connectTimeoutMs?: number
+  /** Clock-drift factor of the Redlock validity formula, 0 to 0.1 (default 0.01). */
+  driftFactor?: number
+  /** Cap of the first retry delay while a lock is busy, in ms (default 10). */
+  retryBaseDelayMs?: number
+  /** Largest retry delay cap, in ms (default 500). */
+  retryMaxDelayMs?: number
+  /** ttl for `acquire` calls that give none, in ms (default 30000). */
+  defaultTtlMs?: number
+  /** wait for `acquire` calls that give none, in ms (default 10000). */
+  defaultWaitMs?: number
+  /** Whether locks are renewed at ttl/3 while held unless their options say otherwise (default true). */
+  autoRenew?: boolean
+  /** ACL user name for every node (overrides the URLs'). */
+  username?: string
+  /** Password for every node (overrides the URLs'). Never printed. */
+  password?: string
+  /** PEM CA bundle to trust for `rediss://` nodes instead of the Mozilla roots. */
+  tlsCaPem?: string | Buffer
+  /** PEM client certificate for mutual TLS (with `tlsClientKeyPem`). */
+  tlsClientCertPem?: string | Buffer
+  /** PEM client key for mutual TLS (with `tlsClientCertPem`). */
+  tlsClientKeyPem?: string | Buffer
+  /** Allow a quorum that mixes `rediss://` and `redis://` nodes (refused by default). */
+  allowMixedTls?: boolean
+}
+
+/** Options of one `tryAcquire`. */
+export interface TryAcquireOptions {
+  /** How long the lock lives on Redis without renewal, in ms (10 to 2^31-1; default the client's, 30000). */
+  ttl?: number
+  /** Renew at ttl/3 while held (default the client's, true). Off: a fixed lease that ends at its ttl unless extended. */
+  autoRenew?: boolean
+  /** Stop auto-renewal so the lock is not held longer than this in total, in ms. */
+  maxHold?: number
+  /** Stop auto-renewal after this many renewals. */
+  maxRenewals?: number
+}
+
+/** Options of one `acquire` / `using`. */
+export interface AcquireOptions extends TryAcquireOptions {
+  /** How long to keep retrying while the lock is busy, in ms (default the client's, 10000); 0 means one attempt. */
+  wait?: number
+  /** Cancels a waiting acquire: the promise rejects with `signal.reason`, and nothing of the attempt is left on Redis. */
+  signal?: AbortSignal
+}
+
+/** One node's view of a lock, from `client.inspect()`. */
+export interface NodeLockState {
+  /** The node, without credentials. */
+  node: string
+  /** Whether the lock key exists there. */
+  held: boolean
+  /** Its remaining ttl in ms, if it exists and has one. */
+  ttlMs?: number
+  /** The resource's fencing counter on that node. */
+  fencingCounter: bigint
+  /** The error, if the node did not answer. */
+  error?: string
+}
+
+/** What `client.fencedGet()` reads. */
+export interface FencedValue {
+  /** The stored value. */
+  value: string
+  /** The fencing token of the write that stored it. */
+  fencingToken: bigint
+}
+
+/**
+ * A client of one Redis node (single-node locks) or of N independent masters
+ * (Redlock: a lock is held when a majority granted it). It connects in the
+ * background; operations wait for the connection.
+ */
+export declare class Client implements AsyncDisposable {
+  /**
+   * Checks `options` (a bad URL throws `ConfigError`, a bad value
+   * `TypeError`/`RangeError`) and starts connecting.
+   */
+  constructor(options: ClientOptions)
+  /**
+   * Takes the lock on `resource`, retrying while it is busy for up to
+   * `wait` ms. Rejects with `LockTimeoutError` when the wait ran out
+   * (`NotAcquiredError` when `wait` is 0), `UnavailableError` when a majority
+   * of nodes cannot be reached.
+   */
+  acquire(resource: string, options?: AcquireOptions): Promise<Lock>
+  /** One attempt: the lock, or `null` when it is held by someone else. */
+  tryAcquire(resource: string, options?: TryAcquireOptions): Promise<Lock | null>
+  /**
+   * Runs `fn(signal, lock)` while holding the lock on `resource`. `signal`
+   * aborts (reason: a `LockLostError`) if the lock is lost meanwhile; the
+   * lock is released when `fn` returns or throws. Resolves with what `fn`
+   * returns.
+   */
+  using<T>(resource: string, options: AcquireOptions | undefined, fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>): Promise<T>
+  using<T>(resource: string, fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>): Promise<T>
+  /**
+   * Writes `value` to the Redis hash `key` (fields `value`, `fence`) on the
+   * first node, only if `fencingToken` is not older than the last write's;
+   * otherwise rejects with `StaleTokenError`.
+   */
+  fencedSet(key: string, value: string, fencingToken: bigint | number): Promise<void>
+  /** Reads what `fencedSet` stored, or `null`. */
+  fencedGet(key: string): Promise<FencedValue | null>
+  /** Each node's view of `resource` (held, ttl, fencing counter), for operators. */
+  inspect(resource: string): Promise<NodeLockState[]>
+  /**
+   * Refuses new operations from now on (they reject with `ClosedError`);
+   * held locks can still be released. Nothing the client made keeps the
+   * process alive afterwards.
+   */
+  close(): Promise<void>
+  /** Same as `close()`, for `await using client = new Client(…)`. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * A held lock. Release it with `release()` or `await using`. A lock that is
+ * garbage-collected while held stops being renewed; its key then expires at
+ * its ttl.
+ */
+export declare class Lock implements AsyncDisposable {
+  private constructor()
+  /** The fencing token: strictly greater than every earlier holder's. Pass it with every write to the protected storage. */
+  readonly fencingToken: bigint
+  /** The resource this lock protects. */
+  readonly resource: string
+  /** Whole ms the lock stays valid without another renewal; 0 when not held. */
+  readonly remainingMs: number
+  /** `'held'`, `'released'`, or `'lost:deleted' | 'lost:taken_over' | 'lost:unreachable' | 'lost:expired'`. */
+  readonly status: string
+  /** How many times the lock has been renewed. */
+  readonly renewals: number
+  /** Aborted (reason: a `LockLostError`) when the lock is lost; never after a clean release. */
+  readonly signal: AbortSignal
+  /** True while held and its validity (local monotonic clock) has not run out. */
+  isHeld(): boolean
+  /** Sets the ttl to `ms` from now on a majority of nodes (never re-creates a lost key: rejects with `LockLostError`). */
+  extend(ms: number): Promise<void>
+  /** Releases the lock on every node; rejects with `NotHeldError` if it had been lost or released before. */
+  release(): Promise<void>
+  /** Releases the lock unless it was released or lost already (for `await using`). */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** What one node answered in a quorum operation. */
+export interface NodeReport {
+  /** The node, without credentials. */
+  node: string
+  /** `'ok' | 'held_by_other' | 'missing' | 'timed_out' | 'failed' | 'pending'`. */
+  outcome: string
+  /** The node's answer in words. */
+  detail: string
+}
+
+/** The codes of {@link FenceLockError}, one per kind. */
+export type FenceLockErrorCode =
+  | 'NOT_ACQUIRED'
+  | 'TIMEOUT'
+  | 'UNAVAILABLE'
+  | 'LOST'
+  | 'NOT_HELD'
+  | 'STALE_TOKEN'
+  | 'INVALID_ARGUMENT'
+  | 'CONFIG'
+  | 'AUTH'
+  | 'TLS'
+  | 'CLOSED'
+  | 'FENCELOCK'
+
+/** Base class of every fencelock error. */
+export declare class FenceLockError extends Error {
+  constructor(message: string, details?: { resource?: string | null; nodes?: NodeReport[]; cause?: unknown })
+  /** The stable code of this kind of failure. */
+  readonly code: FenceLockErrorCode
+  /** The resource the failed operation was about, or `null`. */
+  readonly resource: string | null
+  /** What each node answered (empty when no node was asked). */
+  readonly nodes: NodeReport[]
+}
+/** The lock is held by someone else (`tryAcquire` resolves `null` instead). Code `NOT_ACQUIRED`. */
+export declare class NotAcquiredError extends FenceLockError {}
+/** The `wait` deadline passed before the lock could be taken. Code `TIMEOUT`. */
+export declare class LockTimeoutError extends FenceLockError {}
+/** Not enough nodes answered to decide: Redis unreachable, paused or erroring. Code `UNAVAILABLE`. */
+export declare class UnavailableError extends FenceLockError {}
+/** The lock was lost while held. Code `LOST`; `reason` says how when it comes from `lock.signal`. */
+export declare class LockLostError extends FenceLockError {
+  /** `'deleted' | 'taken_over' | 'unreachable' | 'expired'` (set on the signal's reason). */
+  readonly reason?: string
+}
+/** The lock was no longer held when released or extended. Code `NOT_HELD`. */
+export declare class NotHeldError extends FenceLockError {}
+/** A fenced write carried a token older than the one already stored. Code `STALE_TOKEN`. */
+export declare class StaleTokenError extends FenceLockError {}
+/** An argument the core refused (e.g. a resource name starting with `}`). Code `INVALID_ARGUMENT`. */
+export declare class InvalidArgumentError extends FenceLockError {}
+/** The client configuration is invalid (bad URL, duplicate node…). Code `CONFIG`. */
+export declare class ConfigError extends FenceLockError {}
+/** Redis refused the credentials, or the ACL user lacks a permission. Code `AUTH`. */
+export declare class AuthError extends FenceLockError {}
+/** The TLS handshake or certificate verification failed. Code `TLS`. */
+export declare class TlsError extends FenceLockError {}
+/** The client is closed. Code `CLOSED`. */
+export declare class ClosedError extends FenceLockError {}
+
+/** The shortest ttl accepted, in ms (10). */
+export declare const MIN_TTL_MS: number
+/** The longest ttl accepted, in ms (2^31 - 1). */
+export declare const MAX_TTL_MS: number
+/** The longest wait accepted, in ms (366 days). */
+export declare const MAX_WAIT_MS: number
+/** The longest resource name accepted, in bytes (1024). */
+export declare const MAX_RESOURCE_LEN: number
+/** The version of the native addon. */
+export declare const VERSION: string

@@ -1,0 +1,97 @@
+'use strict'
+
+// The process exits by itself after `client.close()`: nothing the addon made
+// (threadsafe functions, lost-lock watchers, the runtime's threads) keeps the
+// event loop alive. Each scenario runs in a child process; the deadline is
+// generous (the exit is normally immediate), so a slow machine does not fail it.
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn } = require('node:child_process')
+const path = require('node:path')
+const { RedisNodes } = require('./helpers.js')
+
+const PACKAGE = path.resolve(__dirname, '..')
+const DEADLINE_MS = 15000
+
+let nodes
+before(async () => {
+  nodes = await RedisNodes.start(1)
+})
+after(async () => {
+  await nodes.stop()
+})
+
+/** Runs `body` (an async function body with `client` and `fencelock` in scope) in a child; resolves how it ended. */
+function runChild(body) {
+  const script = `
+    const fencelock = require(${JSON.stringify(PACKAGE)})
+    const client = new fencelock.Client({ nodes: ${JSON.stringify(nodes.urls)} })
+    ;(async () => { ${body} })().then(() => console.log('closed'), (e) => { console.error(e); process.exitCode = 3 })
+  `
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.on('data', (d) => (out += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      resolve({ code: null, timedOut: true, out })
+    }, DEADLINE_MS)
+    child.on('error', reject)
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, timedOut: false, out })
+    })
+  })
+}
+
+const scenarios = {
+  'acquire and release': `
+    const lock = await client.acquire('exit:a')
+    await lock.release()
+    await client.close()`,
+  'a lock still held (auto-renewing) with its signal watched': `
+    const lock = await client.acquire('exit:b', { ttl: 1000 })
+    lock.signal.addEventListener('abort', () => {})
+    globalThis.keep = lock
+    await client.close()`,
+  'a rejected promise left unawaited and an idle client': `
+    const lock = await client.acquire('exit:c')
+    client.acquire('exit:c', { wait: 0 }).catch(() => {})
+    await client.tryAcquire('exit:c')
+    await lock.release()
+    await client.close()`,
+  'close() without any operation': `
+    await client.close()`,
+}
+
+for (const [name, body] of Object.entries(scenarios)) {
+  test(`the process exits by itself after close(): ${name}`, async () => {
+    const result = await runChild(body)
+    assert.equal(result.timedOut, false, 'the child did not exit by itself')
+    assert.equal(result.code, 0)
+    assert.match(result.out, /closed/)
+  })
+}
+
+test('an unhandled rejection of a user promise is the user\'s: the addon creates none of its own', async () => {
+  // A client whose nodes are all unreachable: the connection fails in the
+  // background, and nothing rejects unless the user asks for something.
+  const script = `
+    const { Client } = require(${JSON.stringify(PACKAGE)})
+    const client = new Client({ nodes: ['redis://127.0.0.1:1'], connectTimeoutMs: 50 })
+    setTimeout(() => client.close().then(() => console.log('closed')), 200)
+  `
+  const result = await new Promise((resolve) => {
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.on('data', (d) => (out += d))
+    const timer = setTimeout(() => child.kill('SIGKILL'), DEADLINE_MS)
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      resolve({ code, out })
+    })
+  })
+  assert.equal(result.code, 0)
+  assert.match(result.out, /closed/)
+})

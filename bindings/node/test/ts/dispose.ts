@@ -1,0 +1,45 @@
+// Compiled by tsc (which down-levels `await using` for Node 20) and run by
+// test/dispose.test.js with the nodes' URLs in argv; prints one JSON line.
+import { Client, Lock, LockLostError, NotAcquiredError, type AcquireOptions } from 'fencelock'
+
+async function main(): Promise<void> {
+  const nodes: string[] = JSON.parse(process.argv[2] ?? '[]')
+  const resource = process.argv[3] ?? 'ts:dispose'
+  await using client = new Client({ nodes })
+  const options: AcquireOptions = { ttl: 5000, wait: 1000 }
+  let inside: { token: bigint; held: boolean; busy: boolean }
+  {
+    await using lock = await client.acquire(resource, options)
+    const token: bigint = lock.fencingToken
+    const signal: AbortSignal = lock.signal
+    const other: Lock | null = await client.tryAcquire(resource)
+    inside = { token, held: lock.isHeld() && !signal.aborted, busy: other === null }
+  }
+  // The block exited: the lock was released by Symbol.asyncDispose.
+  const after = await client.tryAcquire(resource)
+  const reacquired = after !== null
+  await after?.release()
+  const result = await client.using(resource, { ttl: 1000 }, async (signal, lock) => {
+    if (signal.reason instanceof LockLostError) throw signal.reason
+    return lock.fencingToken
+  })
+  const error = await client.acquire(resource, { wait: 0 }).then(
+    (lock) => lock.release().then(() => null),
+    (e: unknown) => (e instanceof NotAcquiredError ? e.code : String(e)),
+  )
+  console.log(
+    JSON.stringify({
+      token: inside.token.toString(),
+      held: inside.held,
+      busy: inside.busy,
+      reacquired,
+      usingToken: result.toString(),
+      error,
+    }),
+  )
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exitCode = 1
+})
