@@ -1,0 +1,150 @@
+//! Shared pieces of the fault-injection suite (`faults_*.rs`): clients
+//! behind fault proxies, recorded acquisitions, seeds, the long-run switch,
+//! and holder child processes.
+#![allow(dead_code, missing_docs)]
+
+pub mod child;
+
+use std::time::{Duration, Instant};
+
+use fencelock::{Client, ClientBuilder, Lock, LockOptions, Result};
+pub use fencelock_harness::{
+    CheckOptions, FaultProxy, Grant, GrantId, History, Mode, NodeOptions, RedisNode, Violation, check_counter,
+};
+
+/// Per-node timeout of every client in the suite: nodes are on loopback.
+pub const NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// True when the long variants should run (`FENCELOCK_LONG=1`, see scripts/test-long.sh).
+pub fn long_run() -> bool {
+    std::env::var("FENCELOCK_LONG").is_ok_and(|v| v == "1")
+}
+
+/// `short` in CI, `long` with `FENCELOCK_LONG=1`; says which on stderr.
+pub fn scale(test: &str, short: usize, long: usize) -> usize {
+    if long_run() {
+        eprintln!("{test}: long variant ({long})");
+        long
+    } else {
+        eprintln!("{test}: bounded CI variant ({short}); FENCELOCK_LONG=1 runs {long}");
+        short
+    }
+}
+
+/// The seed of a randomized test: `FENCELOCK_SEED` if set (to replay a
+/// failure), otherwise fresh. Always printed with the command that replays it.
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("FENCELOCK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!(
+        "{test}: seed {seed}; replay with FENCELOCK_SEED={seed} cargo test -p fencelock --test <file> {test} -- --test-threads=1"
+    );
+    seed
+}
+
+/// A client of `urls` with the suite's short timeouts.
+pub fn builder_for(urls: impl IntoIterator<Item = String>) -> ClientBuilder {
+    Client::builder()
+        .nodes(urls)
+        .node_timeout(NODE_TIMEOUT)
+        .connect_timeout(ms(300))
+}
+
+/// A client that reaches every node through its own proxy.
+pub async fn proxied_client(proxies: &[FaultProxy]) -> Client {
+    builder_for(proxies.iter().map(FaultProxy::url))
+        .build()
+        .await
+        .expect("client builds")
+}
+
+/// One proxy per node for one client.
+pub fn proxies_for(nodes: &[RedisNode]) -> Vec<FaultProxy> {
+    FaultProxy::for_ports(nodes.iter().map(RedisNode::port))
+}
+
+pub fn set_all(proxies: &[FaultProxy], mode: Mode) {
+    for proxy in proxies {
+        proxy.set(mode);
+    }
+}
+
+/// Acquires and records the grant (validity read right after the return).
+pub async fn acquire_recorded(
+    client: &Client,
+    history: &History,
+    who: &str,
+    resource: &str,
+    options: LockOptions,
+    ttl: Duration,
+) -> Result<(Lock, GrantId)> {
+    let requested_at = Instant::now();
+    let lock = client.acquire(resource, options).await?;
+    let acquired_at = Instant::now();
+    let validity = lock.remaining();
+    let grant = Grant::new(
+        who,
+        resource,
+        requested_at,
+        acquired_at,
+        validity,
+        ttl,
+        lock.fencing_token(),
+    );
+    Ok((lock, history.record(grant)))
+}
+
+/// Panics with every violation listed, if there are any.
+pub fn assert_no_violations(violations: &[Violation]) {
+    assert!(
+        violations.is_empty(),
+        "{} violation(s):\n{}",
+        violations.len(),
+        violations
+            .iter()
+            .map(|v| format!("  {v}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+pub fn lock_key(resource: &str) -> String {
+    format!("fencelock:{{{resource}}}")
+}
+
+/// What a node stores at `key` (None when absent).
+pub fn get(node: &RedisNode, key: &str) -> Option<String> {
+    match node.command(&["GET", key]) {
+        redis::Value::BulkString(bytes) => Some(String::from_utf8(bytes).unwrap()),
+        _ => None,
+    }
+}
+
+pub fn pttl(node: &RedisNode, key: &str) -> i64 {
+    match node.command(&["PTTL", key]) {
+        redis::Value::Int(n) => n,
+        other => panic!("unexpected PTTL reply {other:?}"),
+    }
+}
+
+/// Lock keys (not counters) under the default prefix on a node.
+pub fn lock_keys_on(node: &RedisNode) -> Vec<String> {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("fencelock:*")
+        .query(&mut node.connection())
+        .unwrap();
+    keys.into_iter().filter(|k| !k.ends_with(":fence")).collect()
+}
+
+/// The value at `p`-th percentile of `samples` (sorted in place).
+pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort_unstable();
+    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[index]
+}
