@@ -710,8 +710,10 @@ void fencelock_lock_free(struct fencelock_lock *lock);
  * * `user_data`: passed back untouched; must stay valid, and usable from
  *   another thread, until the callback ran.
  *
- * Returns `OK` when started; any other status means the callback will
- * never be called (and `error`, if not NULL, says why). Never blocks.
+ * Returns `OK` when started; any other status (`INVALID_ARGUMENT` for an
+ * empty or oversized resource or a ttl/wait out of range, as
+ * `fencelock_acquire`) means the callback will never be called (and
+ * `error`, if not NULL, says why). Never blocks.
  * Thread-safe.
  *
  * # Safety

@@ -115,6 +115,17 @@ impl Client {
         .await?
     }
 
+    /// Checks a request the way [`Client::acquire`] would, without any I/O:
+    /// for bindings that start acquisitions in the background but must report
+    /// a bad resource or duration to the caller at once.
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] for an empty, oversized or
+    /// malformed resource, or a ttl or wait out of range.
+    pub fn check_request(&self, resource: &str, options: &LockOptions) -> Result<()> {
+        LockKeys::new(&self.shared.key_prefix, resource)?;
+        options.resolve(&self.shared.defaults).map(|_| ())
+    }
+
     /// Takes the lock on `resource`, retrying with backoff while it is held
     /// elsewhere, for up to the options' `wait`.
     ///

@@ -52,7 +52,10 @@ fn c_cycle_ns(program: &Path, url: &str, resource: &str) -> f64 {
         .output()
         .expect("run the C benchmark");
     assert!(out.status.success(), "C benchmark failed: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("ns per cycle")
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("ns per cycle")
 }
 
 /// Builds libfencelock (release) and the C driver against it.

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
 
+use fencelock_core::{MAX_TTL, MIN_TTL};
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
@@ -128,8 +129,10 @@ fn into_status(result: FfiResult) -> (fencelock_status, *mut fencelock_error) {
 /// * `user_data`: passed back untouched; must stay valid, and usable from
 ///   another thread, until the callback ran.
 ///
-/// Returns `OK` when started; any other status means the callback will
-/// never be called (and `error`, if not NULL, says why). Never blocks.
+/// Returns `OK` when started; any other status (`INVALID_ARGUMENT` for an
+/// empty or oversized resource or a ttl/wait out of range, as
+/// `fencelock_acquire`) means the callback will never be called (and
+/// `error`, if not NULL, says why). Never blocks.
 /// Thread-safe.
 ///
 /// # Safety
@@ -155,6 +158,8 @@ pub unsafe extern "C" fn fencelock_acquire_async(
             let callback = callback.ok_or_else(|| Failure::null("callback"))?;
             let (core, events) = (client.inner.clone(), client.events.clone());
             let options = lock_options(ttl_ms, wait_ms);
+            // Bad arguments fail the call itself, as in the blocking variant.
+            core.check_request(&resource, &options)?;
             let user_data = UserData(user_data);
             let work = async move {
                 let lock = core.acquire(&resource, options).await?;
@@ -228,6 +233,13 @@ pub unsafe extern "C" fn fencelock_lock_extend_async(
         boundary(error, || {
             let lock = args::object(lock, "lock")?;
             let callback = callback.ok_or_else(|| Failure::null("callback"))?;
+            if !(MIN_TTL..=MAX_TTL).contains(&args::millis(ttl_ms)) {
+                return Err(Failure::invalid(format!(
+                    "ttl of {ttl_ms} ms is out of range: use {} to {} ms",
+                    MIN_TTL.as_millis(),
+                    MAX_TTL.as_millis()
+                )));
+            }
             let extend = lock.inner.extend_task(args::millis(ttl_ms));
             start_done(
                 async move { Ok(extend.await?) },

@@ -370,6 +370,15 @@ static void on_done(void *user_data, fencelock_status status, fencelock_error *e
   atomic_fetch_add(&record->calls, 1);
 }
 
+static void on_done_never(void *user_data, fencelock_status status, fencelock_lock *lock, fencelock_error *error) {
+  (void)user_data;
+  (void)status;
+  (void)lock;
+  (void)error;
+  fprintf(stderr, "    callback called for a call that failed at once\n");
+  abort();
+}
+
 static void test_async_acquire_and_release(void) {
   fencelock_client *client = connect_to(&single);
   CHECK(client != NULL);
@@ -592,6 +601,13 @@ static void test_bad_lock_arguments(void) {
   CHECK_STATUS(fencelock_acquire(client, "r", 1000, UINT64_MAX, &lock, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
   CHECK_STATUS(fencelock_try_acquire(client, "", 1000, &lock, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
   CHECK_STATUS(fencelock_acquire_async(client, "r", 1000, 0, NULL, NULL, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  /* The async variants refuse bad arguments at once; the callback is never called. */
+  CHECK_STATUS(fencelock_acquire_async(client, "", 1000, 0, on_done_never, NULL, NULL, NULL),
+               FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_acquire_async(client, "r", 0, 0, on_done_never, NULL, NULL, NULL),
+               FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_acquire_async(client, huge, 1000, 0, on_done_never, NULL, NULL, NULL),
+               FENCELOCK_STATUS_INVALID_ARGUMENT);
   CHECK_STATUS(fencelock_lock_release_async(NULL, on_done, NULL, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
   CHECK(lock == NULL);
 
@@ -614,6 +630,7 @@ static void test_bad_lock_arguments(void) {
   CHECK_STATUS(fencelock_lock_fencing_token(lock, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
   CHECK_STATUS(fencelock_lock_extend(lock, 0, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
   CHECK_STATUS(fencelock_lock_extend(lock, UINT64_MAX, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_extend_async(lock, 0, on_done, NULL, NULL, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
   CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
   fencelock_lock_free(lock);
   fencelock_client_free(client);

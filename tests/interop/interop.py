@@ -25,6 +25,18 @@ from typing import Dict, List, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "target"
+# Where the Rust programs were built: the demo uses release builds.
+PROFILE = TARGET / os.environ.get("FENCELOCK_PROFILE", "debug")
+# What to build when a worker is missing.
+BUILD_HINT = {
+    "rust": "cargo build -p fencelock-demo",
+    "c": "tests/interop/run.sh (or scripts/demo.sh)",
+    "python": "scripts/test-python.sh",
+    "node": "scripts/test-node.sh",
+    "dotnet": "scripts/test-dotnet.sh, then tests/interop/run.sh",
+    "cli": "cargo build -p fencelock-cli",
+    "redis-py": "scripts/test-python.sh (it installs redis-py)",
+}
 
 
 LANGUAGES = ["rust", "c", "python", "node", "dotnet", "cli", "redis-py"]
@@ -42,12 +54,12 @@ def workers(nodes: str, resource: str, iterations: int, counter: Path, log: Path
     args = [nodes, resource, str(iterations), str(counter), str(log)]
     python = os.environ.get("FENCELOCK_PYTHON", sys.executable)
     return {
-        "rust": [str(TARGET / "debug" / "examples" / "interop-worker"), *args],
-        "c": [str(TARGET / "interop" / "worker-c"), *args],
+        "rust": [str(PROFILE / "interop-worker"), *args],
+        "c": [str(PROFILE / "interop-worker-c"), *args],
         "python": [python, str(ROOT / "tests/interop/workers/worker.py"), *args],
         "node": ["node", str(ROOT / "tests/interop/workers/worker.js"), *args],
         "dotnet": ["mono", str(TARGET / "dotnet" / "InteropWorker.exe"), *args],
-        "cli": [str(ROOT / "tests/interop/workers/worker.sh"), str(TARGET / "debug" / "fencelock"), *args],
+        "cli": [str(ROOT / "tests/interop/workers/worker.sh"), str(PROFILE / "fencelock"), *args],
         "redis-py": [
             python,
             str(ROOT / "tests/interop/protocol_client.py"),
@@ -64,6 +76,46 @@ def workers(nodes: str, resource: str, iterations: int, counter: Path, log: Path
             str(log),
         ],
     }
+
+
+def missing_part(name: str, command: List[str]) -> "str | None":
+    """Why a worker cannot run here, or None."""
+    if name == "python" or name == "redis-py":
+        package = "fencelock" if name == "python" else "redis"
+        probe = subprocess.run([command[0], "-c", f"import {package}"], capture_output=True)
+        return None if probe.returncode == 0 else f"{command[0]} cannot import {package}"
+    if name == "node":
+        return None if (ROOT / "bindings/node/index.js").exists() else "bindings/node is not built"
+    if name == "dotnet":
+        return None if Path(command[1]).exists() else f"{command[1]} is missing"
+    program = Path(command[1] if name == "cli" else command[0])
+    return None if program.exists() else f"{program} is missing"
+
+
+def in_turn(urls: List[str], languages: List[str]) -> bool:
+    """The demo's last scene: each language takes the same lock once, in
+    turn, and the fencing tokens rise across them."""
+    with tempfile.TemporaryDirectory(prefix="fencelock-demo-") as tmp:
+        counter, log = Path(tmp) / "counter", Path(tmp) / "log"
+        counter.write_text("0\n", encoding="utf-8")
+        log.touch()
+        commands = workers(",".join(urls), f"demo:every-language:{os.getpid()}", 1, counter, log)
+        tokens = []
+        for name in languages:
+            missing = missing_part(name, commands[name])
+            if missing:
+                print(f"   {name:<9} skipped: {missing}; build it with {BUILD_HINT[name]}")
+                continue
+            done = subprocess.run(commands[name], capture_output=True, text=True, timeout=120)
+            if done.returncode != 0:
+                print(f"   {name:<9} FAILED: {done.stderr.strip()}")
+                return False
+            token = read_log(log)[-1].token
+            tokens.append(token)
+            print(f"   {name:<9} took the lock: fencing token {token}")
+    rising = all(a < b for a, b in zip(tokens, tokens[1:]))
+    print(f"   tokens {' < '.join(map(str, tokens))}: {'strictly increasing' if rising else 'NOT increasing'}")
+    return rising
 
 
 def start_nodes(count: int) -> "tuple[subprocess.Popen[str], List[str]]":
@@ -206,11 +258,14 @@ def main() -> int:
         default=",".join(LANGUAGES),
         help=f"comma-separated subset of {','.join(LANGUAGES)} (default: all; CI runs all)",
     )
+    parser.add_argument("--in-turn", metavar="URLS", help="demo mode: each language takes the lock once on these nodes")
     options = parser.parse_args()
     languages = options.languages.split(",")
     unknown = set(languages) - set(LANGUAGES)
     if unknown:
         parser.error(f"unknown languages {sorted(unknown)}")
+    if options.in_turn:
+        return 0 if in_turn(options.in_turn.split(","), languages) else 1
     results = [checker_catches_violations()]
     if not results[0]:
         print("FAIL the checker missed a synthetic violation")

@@ -13,10 +13,11 @@ need target/dotnet/FenceLock.dll scripts/test-dotnet.sh
 
 cargo build -q -p fencelock-ffi -p fencelock-harness --bin redis-nodes
 cargo build -q -p fencelock-cli
-cargo build -q -p fencelock --example interop-worker --example inventory
-mkdir -p target/interop
+cargo build -q -p fencelock-demo
+cargo build -q -p fencelock --example inventory
+
 gcc -std=c11 -O2 -Wall -Werror -I include tests/interop/workers/worker.c -L target/debug \
-  -Wl,-rpath,"$root/target/debug" -lfencelock -o target/interop/worker-c
+  -Wl,-rpath,"$root/target/debug" -lfencelock -o target/debug/interop-worker-c
 mcs -target:exe -out:target/dotnet/InteropWorker.exe -r:target/dotnet/FenceLock.dll -warnaserror+ \
   tests/interop/workers/Worker.cs
 cp target/debug/libfencelock.so target/dotnet/
