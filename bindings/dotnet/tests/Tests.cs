@@ -52,6 +52,7 @@ namespace FenceLock.Tests
             BadLockArguments,
             StaleFencedWriteIsRefused,
             RedlockSurvivesOneNodeKilled,
+            ProtocolVectors,
         };
 
         private static async Task<int> RunAll()
@@ -406,6 +407,51 @@ namespace FenceLock.Tests
             Check.ThrowsNow<ArgumentException>(
                 () => new FenceLockClient(single.Urls, new FenceLockOptions { RetryBase = Second }));
             return Task.CompletedTask;
+        }
+
+        // tests/vectors/protocol.json, shared by every front: one object per
+        // line and no escapes, so a regular expression per field reads it.
+        private static string Field(string line, string name)
+        {
+            var match = Regex.Match(line, "\"" + name + "\": \"([^\"]*)\"");
+            return match.Success ? match.Groups[1].Value : null;
+        }
+
+        private static async Task ProtocolVectors()
+        {
+            var path = Environment.GetEnvironmentVariable("FENCELOCK_VECTORS") ?? "tests/vectors/protocol.json";
+            int keys = 0, invalid = 0;
+            foreach (var line in System.IO.File.ReadAllLines(path))
+            {
+                if (Field(line, "lock_key") != null)
+                {
+                    var options = new FenceLockOptions { KeyPrefix = Field(line, "prefix") };
+                    using (var client = new FenceLockClient(single.Urls, options))
+                    {
+                        var handle = await client.AcquireAsync(Field(line, "resource"), Second, Second);
+                        var owner = single.Call(0, "GET " + Field(line, "lock_key"));
+                        Check.That(Regex.IsMatch(owner, "^[0-9a-f]{32}$"), "token format: " + owner);
+                        Check.Equal(handle.FencingToken.ToString(), single.Call(0, "GET " + Field(line, "fence_key")), "fence key");
+                        await handle.DisposeAsync();
+                    }
+                    keys++;
+                }
+                else if (line.Contains("\"why\"") && !line.Contains("\"script\""))
+                {
+                    var resource = Field(line, "resource");
+                    if (resource == null)
+                    {
+                        var times = int.Parse(Regex.Match(line, "\"times\": ([0-9]+)").Groups[1].Value);
+                        resource = new string(Field(line, "resource_repeat")[0], times);
+                    }
+                    using (var client = new FenceLockClient(single.Urls))
+                    {
+                        await Check.Throws<ArgumentException>(() => client.TryAcquireAsync(resource, Second), orSubclass: true);
+                    }
+                    invalid++;
+                }
+            }
+            Check.That(keys >= 6 && invalid >= 3, "read every vector (" + keys + " keys, " + invalid + " invalid)");
         }
 
         private static async Task BadLockArguments()
