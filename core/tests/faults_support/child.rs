@@ -61,8 +61,9 @@ impl Holder {
         let (tx, answers) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(std::io::Result::ok) {
-                if let Some(answer) = line.strip_prefix(ANSWER)
-                    && tx.send(answer.to_owned()).is_err()
+                // libtest may print "test child_entry ... " before the first answer.
+                if let Some(at) = line.find(ANSWER)
+                    && tx.send(line[at + ANSWER.len()..].to_owned()).is_err()
                 {
                     return;
                 }
