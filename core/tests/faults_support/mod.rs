@@ -1,7 +1,7 @@
 //! Shared pieces of the fault-injection suite (`faults_*.rs`): clients
 //! behind fault proxies, recorded acquisitions, seeds, the long-run switch,
 //! and holder child processes.
-#![allow(dead_code, missing_docs)]
+#![allow(dead_code, unused_imports, missing_docs)]
 
 pub mod child;
 
