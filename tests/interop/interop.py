@@ -40,6 +40,15 @@ BUILD_HINT = {
 
 
 LANGUAGES = ["rust", "c", "python", "node", "dotnet", "cli", "redis-py"]
+SHOWN_AS = {
+    "rust": "Rust",
+    "c": "C",
+    "python": "Python",
+    "node": "Node",
+    "dotnet": ".NET (Mono)",
+    "cli": "fencelock run",
+    "redis-py": "redis-py, an independent implementation",
+}
 
 
 class Section(NamedTuple):
@@ -104,15 +113,15 @@ def in_turn(urls: List[str], languages: List[str]) -> bool:
         for name in languages:
             missing = missing_part(name, commands[name])
             if missing:
-                print(f"   {name:<9} skipped: {missing}; build it with {BUILD_HINT[name]}")
+                print(f"   {SHOWN_AS[name]:<14} skipped: {missing}; build it with {BUILD_HINT[name]}")
                 continue
             done = subprocess.run(commands[name], capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
-                print(f"   {name:<9} FAILED: {done.stderr.strip()}")
+                print(f"   {SHOWN_AS[name]:<14} FAILED: {done.stderr.strip()}")
                 return False
             token = read_log(log)[-1].token
             tokens.append(token)
-            print(f"   {name:<9} took the lock: fencing token {token}")
+            print(f"   {SHOWN_AS[name]:<14} took the lock: fencing token {token}")
     rising = all(a < b for a, b in zip(tokens, tokens[1:]))
     print(f"   tokens {' < '.join(map(str, tokens))}: {'strictly increasing' if rising else 'NOT increasing'}")
     return rising
