@@ -43,7 +43,8 @@ pub fn seed(test: &str) -> u64 {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random);
     eprintln!(
-        "{test}: seed {seed}; replay with FENCELOCK_SEED={seed} cargo test -p fencelock --test <file> {test} -- --test-threads=1"
+        "{test}: seed {seed}; replay with FENCELOCK_SEED={seed} cargo test -p fencelock --test {} {test} -- --test-threads=1",
+        env!("CARGO_CRATE_NAME")
     );
     seed
 }
