@@ -114,7 +114,11 @@ export declare class Client implements AsyncDisposable {
    * lock is released when `fn` returns or throws. Resolves with what `fn`
    * returns.
    */
-  using<T>(resource: string, options: AcquireOptions | undefined, fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>): Promise<T>
+  using<T>(
+    resource: string,
+    options: AcquireOptions | undefined,
+    fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>,
+  ): Promise<T>
   using<T>(resource: string, fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>): Promise<T>
   /**
    * Writes `value` to the Redis hash `key` (fields `value`, `fence`) on the

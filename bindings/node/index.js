@@ -111,13 +111,17 @@ const CLASSES = {
 function makeError(kind, message, resource, nodes) {
   const Class = CLASSES[kind] ?? FenceLockError
   const reports = nodes.map(([node, outcome, detail]) => ({ node, outcome, detail }))
-  const text = reports.length === 0 ? message : `${message} [${reports.map((r) => `${r.node}: ${r.detail}`).join('; ')}]`
+  const text =
+    reports.length === 0 ? message : `${message} [${reports.map((r) => `${r.node}: ${r.detail}`).join('; ')}]`
   return new Class(text, { resource, nodes: reports })
 }
 
 /** An exception thrown inside a callback the addon ran: reported, never fatal. */
 function reportError(error) {
-  process.emitWarning(`fencelock: a lost-lock callback threw: ${error && error.stack ? error.stack : error}`, 'FenceLockWarning')
+  process.emitWarning(
+    `fencelock: a lost-lock callback threw: ${error && error.stack ? error.stack : error}`,
+    'FenceLockWarning',
+  )
 }
 
 native.init(makeError, reportError)
@@ -125,7 +129,7 @@ native.init(makeError, reportError)
 const LOSS_TEXT = {
   deleted: 'the lock key was deleted or expired on a majority of nodes',
   taken_over: 'another owner holds the lock on a majority of nodes',
-  unreachable: 'renewals failed until the lock\'s validity ran out',
+  unreachable: "renewals failed until the lock's validity ran out",
   expired: 'the lease ran out without renewal',
 }
 
@@ -139,7 +143,8 @@ function lostError(resource, reason) {
 
 function describe(value) {
   if (value === null) return 'null'
-  if (typeof value === 'string') return `the string ${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)}`
+  if (typeof value === 'string')
+    return `the string ${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)}`
   if (typeof value === 'bigint') return `the bigint ${value}n`
   if (typeof value === 'number') return String(value)
   return `a value of type ${typeof value}`

@@ -106,7 +106,9 @@ function row(name, r, redlock, semaphore) {
 async function main() {
   const nodes = await RedisNodes.start(5)
   try {
-    console.log(`acquire+release cycles, ${LOOPS} concurrent loops on distinct keys, ${SECONDS} s per run, Node ${process.version}`)
+    console.log(
+      `acquire+release cycles, ${LOOPS} concurrent loops on distinct keys, ${SECONDS} s per run, Node ${process.version}`,
+    )
     for (const count of [1, 5]) {
       const urls = nodes.urls.slice(0, count)
       const tag = `${count}n`
@@ -121,7 +123,15 @@ async function main() {
       const [f, rl, s] = [best(runs.fencelock), best(runs.redlock), best(runs.semaphore)]
       console.log(`\n${count} node${count > 1 ? 's' : ''} (best of 2 interleaved runs each)`)
       console.log(
-        ['library'.padEnd(22), 'cycles/s'.padStart(9), 'p50 µs'.padStart(8), 'p99 µs'.padStart(8), 'vs redlock'.padStart(12), 'vs semaphore'.padStart(14), 'p50 vs rl'.padStart(11)].join(' '),
+        [
+          'library'.padEnd(22),
+          'cycles/s'.padStart(9),
+          'p50 µs'.padStart(8),
+          'p99 µs'.padStart(8),
+          'vs redlock'.padStart(12),
+          'vs semaphore'.padStart(14),
+          'p50 vs rl'.padStart(11),
+        ].join(' '),
       )
       console.log(row('fencelock', f, rl, s))
       console.log(row('redlock 4 + ioredis', rl, rl, s))

@@ -43,7 +43,7 @@ pub(crate) fn millis(env: &Env, name: &str, value: f64) -> napi::Result<Duration
             &format!("{name} must be a number of milliseconds, got NaN"),
         ));
     }
-    if !value.is_finite() || value < 0.0 || value > MAX_SAFE_INTEGER || value.fract() != 0.0 {
+    if !value.is_finite() || !(0.0..=MAX_SAFE_INTEGER).contains(&value) || value.fract() != 0.0 {
         return Err(throw(
             env,
             false,

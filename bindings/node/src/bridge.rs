@@ -485,7 +485,11 @@ unsafe extern "C" fn on_teardown(data: *mut c_void) {
     // The thread's state refers to the dying environment; forget it without
     // touching napi (references die with the environment).
     let env = STATE
-        .try_with(|s| s.try_borrow().ok().and_then(|s| s.as_ref().map(|state| state.env)))
+        .try_with(|s| {
+            s.try_borrow()
+                .ok()
+                .and_then(|s| s.as_ref().map(|state| state.env))
+        })
         .ok()
         .flatten();
     if let Some(env) = env {

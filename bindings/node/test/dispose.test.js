@@ -18,9 +18,13 @@ test('TypeScript `await using` releases the lock at block exit', async () => {
   const nodes = await RedisNodes.start(1)
   try {
     const resource = unique('ts')
-    const output = execFileSync(process.execPath, [path.join(TS, 'out', 'dispose.js'), JSON.stringify(nodes.urls), resource], {
-      encoding: 'utf8',
-    })
+    const output = execFileSync(
+      process.execPath,
+      [path.join(TS, 'out', 'dispose.js'), JSON.stringify(nodes.urls), resource],
+      {
+        encoding: 'utf8',
+      },
+    )
     const result = JSON.parse(output.trim().split('\n').pop())
     assert.equal(result.held, true)
     assert.equal(result.busy, true, 'another tryAcquire saw the lock held inside the block')

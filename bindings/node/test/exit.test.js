@@ -74,7 +74,7 @@ for (const [name, body] of Object.entries(scenarios)) {
   })
 }
 
-test('an unhandled rejection of a user promise is the user\'s: the addon creates none of its own', async () => {
+test("an unhandled rejection of a user promise is the user's: the addon creates none of its own", async () => {
   // A client whose nodes are all unreachable: the connection fails in the
   // background, and nothing rejects unless the user asks for something.
   const script = `

@@ -33,7 +33,10 @@ test('Redlock over 3 nodes: works with one killed, UnavailableError with two, to
     )
     const outcomes = error.nodes.map((n) => n.outcome)
     assert.equal(outcomes.filter((o) => o === 'ok').length <= 1, true, outcomes.join(','))
-    assert.ok(outcomes.some((o) => o === 'failed' || o === 'timed_out'), outcomes.join(','))
+    assert.ok(
+      outcomes.some((o) => o === 'failed' || o === 'timed_out'),
+      outcomes.join(','),
+    )
   } finally {
     await client.close()
     await nodes.stop()

@@ -1,0 +1,114 @@
+'use strict'
+
+// Every bad input gets the documented error: TypeError for a wrong type,
+// RangeError for an out-of-range value (both naming the argument),
+// ConfigError / InvalidArgumentError for what only the core can judge.
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { Client, ConfigError, InvalidArgumentError, MAX_RESOURCE_LEN } = require('..')
+const { RedisNodes, unique } = require('./helpers.js')
+
+let nodes
+let client
+
+before(async () => {
+  nodes = await RedisNodes.start(1)
+  client = new Client({ nodes: nodes.urls })
+})
+
+after(async () => {
+  await client.close()
+  await nodes.stop()
+})
+
+const badMs = [
+  [NaN, TypeError],
+  ['100', TypeError],
+  [null, TypeError],
+  [100n, TypeError],
+  [Infinity, RangeError],
+  [-Infinity, RangeError],
+  [-1, RangeError],
+  [1.5, RangeError],
+  [2 ** 53, RangeError],
+]
+
+test('bad ttl / wait / maxHold values reject with TypeError or RangeError naming the option', async () => {
+  for (const option of ['ttl', 'wait', 'maxHold']) {
+    for (const [value, ErrorClass] of badMs) {
+      const error = await client.acquire(unique('bad'), { [option]: value }).catch((e) => e)
+      assert.ok(error instanceof ErrorClass, `${option}=${String(value)} gave ${error}`)
+      assert.match(error.message, new RegExp(`options\\.${option}`))
+    }
+  }
+  for (const ttl of [0, 9, 2 ** 31]) {
+    await assert.rejects(client.acquire('r', { ttl }), RangeError)
+  }
+  for (const [value, ErrorClass] of badMs) {
+    const error = await client.tryAcquire(unique('bad'), { ttl: value }).catch((e) => e)
+    assert.ok(error instanceof ErrorClass, `ttl=${String(value)} gave ${error}`)
+  }
+})
+
+test('bad resource, options and callbacks', async () => {
+  await assert.rejects(client.acquire(42), { name: 'TypeError', message: /resource must be a string/ })
+  await assert.rejects(client.acquire(undefined), TypeError)
+  await assert.rejects(client.acquire(''), { name: 'RangeError', message: /resource must not be empty/ })
+  await assert.rejects(client.acquire('x'.repeat(MAX_RESOURCE_LEN + 1)), { name: 'RangeError', message: /bytes/ })
+  await assert.rejects(client.acquire('é'.repeat(MAX_RESOURCE_LEN / 2 + 1)), RangeError)
+  await assert.rejects(client.acquire('}x'), InvalidArgumentError)
+  await assert.rejects(client.acquire('r', 'fast'), { name: 'TypeError', message: /options must be an object/ })
+  await assert.rejects(client.acquire('r', { ttlMs: 100 }), {
+    name: 'TypeError',
+    message: /options\.ttlMs is not an option/,
+  })
+  await assert.rejects(client.acquire('r', { signal: {} }), { name: 'TypeError', message: /AbortSignal/ })
+  await assert.rejects(client.acquire('r', { autoRenew: 'yes' }), TypeError)
+  await assert.rejects(client.acquire('r', { maxRenewals: -1 }), RangeError)
+  await assert.rejects(client.tryAcquire('r', { wait: 10 }), { name: 'TypeError', message: /wait is not an option/ })
+  await assert.rejects(client.using('r', {}, 'not a function'), TypeError)
+  await assert.rejects(client.using('r'), TypeError)
+})
+
+test('bad extend arguments and fenced writes', async () => {
+  const lock = await client.acquire(unique('ext'))
+  for (const [value, ErrorClass] of [...badMs, [0, RangeError], [5, RangeError]]) {
+    const error = await lock.extend(value).catch((e) => e)
+    assert.ok(error instanceof ErrorClass, `extend(${String(value)}) gave ${error}`)
+    assert.match(error.message, /\bms\b/)
+  }
+  await lock.release()
+  await assert.rejects(client.fencedSet('k', 'v', -1n), RangeError)
+  await assert.rejects(client.fencedSet('k', 'v', 2n ** 64n), RangeError)
+  await assert.rejects(client.fencedSet('k', 'v', 1.5), RangeError)
+  await assert.rejects(client.fencedSet('k', 'v', '7'), TypeError)
+  await assert.rejects(client.fencedSet('k', 42, 1n), TypeError)
+  await assert.rejects(client.fencedSet('', 'v', 1n), RangeError)
+  await assert.rejects(client.fencedGet(null), TypeError)
+})
+
+test('bad client options', () => {
+  assert.throws(() => new Client(), TypeError)
+  assert.throws(() => new Client({}), { name: 'TypeError', message: /options\.nodes/ })
+  assert.throws(() => new Client({ nodes: [] }), TypeError)
+  assert.throws(() => new Client({ nodes: [42] }), { name: 'TypeError', message: /options\.nodes\[0\]/ })
+  assert.throws(() => new Client({ nodes: nodes.urls, nodeTimeoutMs: 0 }), RangeError)
+  assert.throws(() => new Client({ nodes: nodes.urls, nodeTimeoutMs: NaN }), TypeError)
+  assert.throws(() => new Client({ nodes: nodes.urls, driftFactor: 0.5 }), RangeError)
+  assert.throws(() => new Client({ nodes: nodes.urls, timeout: 5 }), {
+    name: 'TypeError',
+    message: /options\.timeout is not an option/,
+  })
+  assert.throws(() => new Client({ nodes: ['http://127.0.0.1:1'] }), ConfigError)
+  assert.throws(() => new Client({ nodes: ['redis://127.0.0.1:1', 'redis://127.0.0.1:1'] }), ConfigError)
+  assert.throws(() => new Client({ nodes: ['redis://127.0.0.1:1'], keyPrefix: '{x}' }), ConfigError)
+  const error = (() => {
+    try {
+      new Client({ nodes: ['nope'] })
+    } catch (e) {
+      return e
+    }
+  })()
+  assert.equal(error.code, 'CONFIG')
+})
