@@ -24,7 +24,9 @@ async fn main() -> fencelock::Result<()> {
             None => 100,
         };
         // Refused with ErrorKind::StaleToken if a newer holder already wrote.
-        client.fenced_set(&stock_key, &(stock - 1).to_string(), lock.fencing_token()).await?;
+        client
+            .fenced_set(&stock_key, &(stock - 1).to_string(), lock.fencing_token())
+            .await?;
         lock.release().await?;
     }
     if let Some((stock, token)) = client.fenced_get(&stock_key).await? {
