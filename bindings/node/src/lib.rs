@@ -45,3 +45,9 @@ pub const MAX_RESOURCE_LEN: u32 = fencelock::MAX_RESOURCE_LEN as u32;
 /// The version of the native module.
 #[napi]
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The addon's Rust allocations (not Node's) go through mimalloc: every
+/// operation allocates on one thread and frees on another, where glibc's
+/// malloc takes arena locks.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
