@@ -6,7 +6,10 @@
 // keys, at 1 node and at 5 nodes. Prints throughput, p50/p99 latency and
 // same-run ratios. Not a test: the numbers depend on the machine.
 //
-//   cd bindings/node/bench && npm install && node bench.js [seconds-per-run]
+//   cd bindings/node/bench && npm install && node bench.js [seconds-per-run] [rounds]
+//
+// The machine is shared and noisy: each library runs ROUNDS times, the runs
+// interleaved in rotating order, and the table shows each one's median run.
 
 const { Client } = require('..')
 const { RedisNodes } = require('../test/helpers.js')
@@ -16,7 +19,8 @@ const { Mutex, RedlockMutex } = require('redis-semaphore')
 
 const LOOPS = 32
 const TTL_MS = 10000
-const SECONDS = Number(process.argv[2] ?? 3)
+const SECONDS = Number(process.argv[2] ?? 1.5)
+const ROUNDS = Number(process.argv[3] ?? 5)
 const WARMUP_MS = 500
 
 /** Runs `LOOPS` loops of `cycle(loopIndex)` for `SECONDS`; returns cycles/s and latencies. */
@@ -112,16 +116,18 @@ async function main() {
     for (const count of [1, 5]) {
       const urls = nodes.urls.slice(0, count)
       const tag = `${count}n`
-      // Interleaved twice, so drift of the machine during the run hits everyone.
+      const runners = { fencelock: fencelockCycles, redlock: redlockCycles, semaphore: semaphoreCycles }
       const runs = { fencelock: [], redlock: [], semaphore: [] }
-      for (let round = 0; round < 2; round++) {
-        runs.redlock.push(await redlockCycles(urls, tag))
-        runs.semaphore.push(await semaphoreCycles(urls, tag))
-        runs.fencelock.push(await fencelockCycles(urls, tag))
+      const order = Object.keys(runners)
+      for (let round = 0; round < ROUNDS; round++) {
+        for (let k = 0; k < order.length; k++) {
+          const name = order[(round + k) % order.length]
+          runs[name].push(await runners[name](urls, tag))
+        }
       }
-      const best = (list) => list.reduce((a, b) => (b.throughput > a.throughput ? b : a))
-      const [f, rl, s] = [best(runs.fencelock), best(runs.redlock), best(runs.semaphore)]
-      console.log(`\n${count} node${count > 1 ? 's' : ''} (best of 2 interleaved runs each)`)
+      const median = (list) => [...list].sort((a, b) => a.throughput - b.throughput)[Math.floor(list.length / 2)]
+      const [f, rl, s] = [median(runs.fencelock), median(runs.redlock), median(runs.semaphore)]
+      console.log(`\n${count} node${count > 1 ? 's' : ''} (median of ${ROUNDS} interleaved runs each)`)
       console.log(
         [
           'library'.padEnd(22),
