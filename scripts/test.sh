@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, the Rust suites, the C ABI (plain,
-# ASan/UBSan, valgrind), and the Python and .NET fronts, all against real
-# redis-server processes (installing Debian packages that are missing).
+# ASan/UBSan, valgrind), the Python, Node and .NET fronts, and the
+# cross-language test, all against real redis-server processes (installing
+# Debian packages that are missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FENCELOCK_DEPS_C=1 source scripts/ensure-deps.sh
@@ -25,9 +26,9 @@ echo "== cargo test"
 cargo test -- --test-threads=1
 echo "== C ABI"
 tests/c/run.sh
-for front in python dotnet; do
-  if [ -x "scripts/test-$front.sh" ]; then
-    echo "== $front front"
-    "scripts/test-$front.sh"
-  fi
+for front in python node dotnet; do
+  echo "== $front front"
+  "scripts/test-$front.sh"
 done
+echo "== one lock, every language"
+tests/interop/run.sh

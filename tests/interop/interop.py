@@ -94,7 +94,7 @@ def missing_part(name: str, command: List[str]) -> "str | None":
         probe = subprocess.run([command[0], "-c", f"import {package}"], capture_output=True)
         return None if probe.returncode == 0 else f"{command[0]} cannot import {package}"
     if name == "node":
-        return None if (ROOT / "bindings/node/index.js").exists() else "bindings/node is not built"
+        return None if any((ROOT / "bindings/node").glob("*.node")) else "the Node addon is not built"
     if name == "dotnet":
         return None if Path(command[1]).exists() else f"{command[1]} is missing"
     program = Path(command[1] if name == "cli" else command[0])

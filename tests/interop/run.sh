@@ -8,7 +8,7 @@ root=$(pwd)
 
 need() { [ -e "$1" ] || { echo "interop: $1 is missing; run $2 first" >&2; exit 1; }; }
 need target/python-venv/bin/python scripts/test-python.sh
-need bindings/node/index.js scripts/test-node.sh
+compgen -G "bindings/node/*.node" >/dev/null || { echo "interop: the Node addon is not built; run scripts/test-node.sh first" >&2; exit 1; }
 need target/dotnet/FenceLock.dll scripts/test-dotnet.sh
 
 cargo build -q -p fencelock-ffi -p fencelock-harness --bin redis-nodes
