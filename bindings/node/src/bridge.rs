@@ -100,6 +100,41 @@ impl Sender {
     }
 }
 
+/// Operations submitted from the JavaScript thread, handed to the runtime in
+/// batches: the first submission of a burst spawns one task that spawns the
+/// rest from inside the runtime, so a burst (every promise a drain's
+/// callbacks start) wakes the runtime once instead of once per operation.
+struct Outbox {
+    state: Mutex<(Vec<BoxedTask>, bool)>,
+}
+
+type BoxedTask = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+impl Outbox {
+    fn submit(self: &Arc<Self>, runtime: &tokio::runtime::Handle, task: BoxedTask) {
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.0.push(task);
+        if !state.1 {
+            state.1 = true;
+            drop(state);
+            let outbox = self.clone();
+            runtime.spawn(async move {
+                let tasks = {
+                    let mut state = outbox
+                        .state
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    state.1 = false;
+                    std::mem::take(&mut state.0)
+                };
+                for task in tasks {
+                    tokio::spawn(task);
+                }
+            });
+        }
+    }
+}
+
 /// What one Node environment (the main thread or a worker) keeps on its
 /// JavaScript thread.
 pub(crate) struct EnvState {
@@ -107,6 +142,7 @@ pub(crate) struct EnvState {
     tsfn: Tsfn,
     sender: Sender,
     runtime: tokio::runtime::Handle,
+    outbox: Arc<Outbox>,
     /// Operations whose promise is not settled yet.
     pending: Cell<usize>,
     /// `(kind, message, resource, nodes) => Error`, from the JavaScript layer.
@@ -215,6 +251,9 @@ impl EnvState {
             tsfn,
             sender: Sender(inbox),
             runtime,
+            outbox: Arc::new(Outbox {
+                state: Mutex::new((Vec::new(), false)),
+            }),
             pending: Cell::new(0),
             error_factory: Cell::new(ptr::null_mut()),
             reporter: Cell::new(ptr::null_mut()),
@@ -304,13 +343,14 @@ impl EnvState {
         let deferred = Deferred(deferred);
         let sender = self.sender.clone();
         self.begin();
-        self.runtime.spawn(async move {
+        let task = async move {
             let result = AssertUnwindSafe(future)
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| Err(internal_panic()));
             sender.send(Box::new(move |env| deferred.settle(env, result, convert)), true);
-        });
+        };
+        self.outbox.submit(&self.runtime, Box::pin(task));
         // SAFETY: a promise value of this environment.
         unsafe { PromiseRaw::from_napi_value(self.env, promise) }
     }
