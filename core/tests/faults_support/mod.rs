@@ -4,6 +4,10 @@
 #![allow(dead_code, unused_imports, missing_docs)]
 
 pub mod child;
+#[path = "../common/mod.rs"]
+mod common;
+
+pub use common::{NODE_TIMEOUT, get, lock_key, lock_keys_on, ms, pttl};
 
 use std::time::{Duration, Instant};
 
@@ -11,13 +15,6 @@ use fencelock::{Client, ClientBuilder, Lock, LockOptions, Result};
 pub use fencelock_harness::{
     CheckOptions, FaultProxy, Grant, GrantId, History, Mode, NodeOptions, RedisNode, Violation, check_counter,
 };
-
-/// Per-node timeout of every client in the suite: nodes are on loopback.
-pub const NODE_TIMEOUT: Duration = Duration::from_millis(100);
-
-pub fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// True when the long variants should run (`FENCELOCK_LONG=1`, see scripts/test-long.sh).
 pub fn long_run() -> bool {
@@ -113,34 +110,6 @@ pub fn assert_no_violations(violations: &[Violation]) {
             .collect::<Vec<_>>()
             .join("\n")
     );
-}
-
-pub fn lock_key(resource: &str) -> String {
-    format!("fencelock:{{{resource}}}")
-}
-
-/// What a node stores at `key` (None when absent).
-pub fn get(node: &RedisNode, key: &str) -> Option<String> {
-    match node.command(&["GET", key]) {
-        redis::Value::BulkString(bytes) => Some(String::from_utf8(bytes).unwrap()),
-        _ => None,
-    }
-}
-
-pub fn pttl(node: &RedisNode, key: &str) -> i64 {
-    match node.command(&["PTTL", key]) {
-        redis::Value::Int(n) => n,
-        other => panic!("unexpected PTTL reply {other:?}"),
-    }
-}
-
-/// Lock keys (not counters) under the default prefix on a node.
-pub fn lock_keys_on(node: &RedisNode) -> Vec<String> {
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("fencelock:*")
-        .query(&mut node.connection())
-        .unwrap();
-    keys.into_iter().filter(|k| !k.ends_with(":fence")).collect()
 }
 
 /// The value at `p`-th percentile of `samples` (sorted in place).
