@@ -7,7 +7,7 @@ use fencelock_core::{Lock, LockOptions};
 use tokio::task::AbortHandle;
 
 use crate::args;
-use crate::boundary::{Failure, FfiResult, boundary, boundary_status};
+use crate::boundary::{FfiResult, boundary, boundary_status};
 use crate::client::fencelock_client;
 use crate::error::{c_string, fencelock_error};
 use crate::events::{EventHub, watch};
@@ -112,26 +112,10 @@ pub unsafe extern "C" fn fencelock_try_acquire(
     out: *mut *mut fencelock_lock,
     error: *mut *mut fencelock_error,
 ) -> fencelock_status {
+    // One attempt is an acquire without a wait: its NOT_ACQUIRED carries
+    // what each node answered.
     // SAFETY: per the contract.
-    unsafe {
-        boundary(error, || {
-            let client = args::object(client, "client")?;
-            let resource = args::text(resource, "resource")?.to_owned();
-            let out = args::out(out, "out")?;
-            let core = client.inner.clone();
-            let options = lock_options(ttl_ms, 0);
-            let name = resource.clone();
-            let lock = fencelock_core::block_on(async move { core.try_acquire(&resource, options).await })??
-                .ok_or_else(|| {
-                    Failure::new(
-                        fencelock_status::FENCELOCK_STATUS_NOT_ACQUIRED,
-                        format!("lock '{name}' is held by another owner; try again later"),
-                    )
-                })?;
-            args::give(out, fencelock_lock::new(lock, &client.events)?);
-            Ok(())
-        })
-    }
+    unsafe { fencelock_acquire(client, resource, ttl_ms, 0, out, error) }
 }
 
 /// Runs `read` on a lock and writes its result to `out`.
