@@ -1,0 +1,223 @@
+//! The lock's own life cycle under repetition and abuse (reliability.md §3):
+//! T03 repeated (release and extend are compare-and-act), T15 (extend makes
+//! the key live longer on every quorum node) and T12's abort storm (cancelled
+//! acquires leave no key and no renewal behind).
+
+mod faults_support;
+
+use std::time::{Duration, Instant};
+
+use faults_support::*;
+use fencelock::{ErrorKind, LockOptions, NodeOutcome};
+use rand::{Rng, SeedableRng};
+
+/// T03 ×N: A's lease (ttl 200 ms, no renewal) runs out; 300 ms later B
+/// acquires. A's release is refused with the node saying "held by another",
+/// A's extend reports `Lost`, B's key is untouched; B's second release is
+/// `NotHeld`. A second expired lease nobody took is refused with the node
+/// saying "missing": the two cases are told apart (redsync's −1 vs 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t03_expired_holder_never_touches_the_next_holders_key() {
+    let runs = scale("t03", 20, 100);
+    let node = RedisNode::start(&NodeOptions::default());
+    let client = builder_for([node.url()]).build().await.unwrap();
+    let fixed = LockOptions::new(ms(200)).auto_renew(false);
+    for run in 0..runs {
+        let (taken, abandoned) = (format!("t03:{run}:taken"), format!("t03:{run}:abandoned"));
+        let a = client.acquire(&taken, fixed.clone()).await.unwrap();
+        let a_alone = client.acquire(&abandoned, fixed.clone()).await.unwrap();
+        tokio::time::sleep(ms(300)).await;
+        let b = client.acquire(&taken, LockOptions::new(ms(5000))).await.unwrap();
+        let b_value = get(&node, &lock_key(&taken)).expect("B's key");
+
+        let refused = a.release().await.unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::NotHeld, "run {run}: {refused}");
+        let extend = a.extend(ms(5000)).await.unwrap_err();
+        assert_eq!(extend.kind(), ErrorKind::Lost, "run {run}: {extend}");
+        assert_eq!(
+            get(&node, &lock_key(&taken)),
+            Some(b_value),
+            "run {run}: B's key changed"
+        );
+        assert!(b.is_held(), "run {run}");
+
+        let gone = a_alone.release().await.unwrap_err();
+        assert_eq!(gone.kind(), ErrorKind::NotHeld, "run {run}: {gone}");
+        b.release().await.unwrap();
+        let twice = b.release().await.unwrap_err();
+        assert_eq!(twice.kind(), ErrorKind::NotHeld, "run {run}: {twice}");
+    }
+}
+
+/// T03, −1 vs 0: a lock that still believes it is held (its lease has not
+/// run out) but whose key was deleted, or deleted and taken by B, is refused
+/// on release with the node saying "missing" or "held by another". (Once the
+/// lease has run out the lock knows it is lost and reports `NotHeld` without
+/// the per-node detail, as the loop above checks.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t03_release_tells_a_missing_key_from_a_taken_one() {
+    let node = RedisNode::start(&NodeOptions::default());
+    let client = builder_for([node.url()]).build().await.unwrap();
+    let held = LockOptions::new(ms(5000)).auto_renew(false);
+    let missing = client.acquire("t03:missing", held.clone()).await.unwrap();
+    let taken = client.acquire("t03:taken", held.clone()).await.unwrap();
+    node.command(&["DEL", &lock_key("t03:missing"), &lock_key("t03:taken")]);
+    let b = client.acquire("t03:taken", held).await.unwrap();
+
+    let error = missing.release().await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotHeld, "{error}");
+    assert_node_said(&error, &NodeOutcome::Missing, 0);
+    let error = taken.release().await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotHeld, "{error}");
+    assert_node_said(&error, &NodeOutcome::HeldByOther, 0);
+    assert!(
+        get(&node, &lock_key("t03:taken")).is_some(),
+        "B's key was deleted"
+    );
+    b.release().await.unwrap();
+}
+
+/// The single node's answer in a refused release.
+fn assert_node_said(error: &fencelock::Error, expected: &NodeOutcome, run: usize) {
+    let outcomes: Vec<&NodeOutcome> = error.nodes().iter().map(|r| &r.outcome).collect();
+    assert_eq!(outcomes, [expected], "run {run}: {error}");
+}
+
+/// T15: on 5 nodes, `extend` makes the PTTL strictly larger on every node of
+/// the quorum, also with 2 nodes paused (their answers never come); the new
+/// validity is the new ttl less the drift margin and the call's duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t15_extend_lengthens_the_key_on_every_quorum_node() {
+    let nodes = RedisNode::start_many(5, &NodeOptions::default());
+    let client = builder_for(nodes.iter().map(RedisNode::url))
+        .build()
+        .await
+        .unwrap();
+    for paused in [0, 2] {
+        let resource = format!("t15:{paused}");
+        let key = lock_key(&resource);
+        let lock = client
+            .acquire(&resource, LockOptions::new(ms(2000)).auto_renew(false))
+            .await
+            .unwrap();
+        tokio::time::sleep(ms(300)).await;
+        // Acquire returns once a quorum granted; a slower node may never have
+        // got the key. Pause non-holders first, then check every holder left.
+        let (checked, stopped) = split_holders(&nodes, &key, paused);
+        assert!(
+            checked.len() >= 3,
+            "{paused} paused: only {checked:?} hold the key"
+        );
+        let before: Vec<i64> = checked.iter().map(|&i| pttl(&nodes[i], &key)).collect();
+        stopped.iter().for_each(|&i| nodes[i].pause());
+        let new_ttl = ms(3000);
+        let started = Instant::now();
+        lock.extend(new_ttl).await.unwrap();
+        let took = started.elapsed();
+        let validity = lock.remaining();
+        let after: Vec<i64> = checked.iter().map(|&i| pttl(&nodes[i], &key)).collect();
+        stopped.iter().for_each(|&i| nodes[i].resume());
+        for ((i, b), a) in checked.iter().zip(&before).zip(&after) {
+            assert!(a > b, "{paused} paused: node {i} PTTL {b} → {a}, not larger");
+            assert!(*a > 2900, "{paused} paused: node {i} PTTL {a} is not the new ttl");
+        }
+        let bound = validity_bound(new_ttl);
+        assert!(validity <= bound, "validity {validity:?} above {bound:?}");
+        assert!(
+            validity + took + ms(10) >= bound,
+            "validity {validity:?} lost more than the call's {took:?}"
+        );
+        lock.release().await.unwrap();
+    }
+}
+
+/// Indices of the nodes holding `key` that stay running, and of the
+/// `paused` nodes to stop: non-holders first, then holders from the end.
+fn split_holders(nodes: &[RedisNode], key: &str, paused: usize) -> (Vec<usize>, Vec<usize>) {
+    let (mut holders, others): (Vec<usize>, Vec<usize>) =
+        (0..nodes.len()).partition(|&i| pttl(&nodes[i], key) > 0);
+    let mut stopped: Vec<usize> = others.into_iter().take(paused).collect();
+    while stopped.len() < paused {
+        stopped.push(holders.pop().expect("enough nodes"));
+    }
+    (holders, stopped)
+}
+
+/// `ttl − (ttl·0.01 + 2 ms)`, the library's default drift margin.
+fn validity_bound(ttl: Duration) -> Duration {
+    fencelock_harness::validity_bound(ttl, &CheckOptions::default())
+}
+
+/// T12 abort storm: 4 workers start acquires (ttl 300 ms, watchdog on) and
+/// abort them at random points, or drop what they got, for 2 s (5 s long).
+/// After 3×ttl no lock key remains, and over a further ttl the node sees no
+/// renewal (`PEXPIRE` and script calls in `INFO commandstats` stay flat).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t12_abort_storm_leaves_no_key_and_no_renewal() {
+    let test = "t12_abort_storm_leaves_no_key_and_no_renewal";
+    let storm = ms(scale("t12_storm (ms)", 2000, 5000) as u64);
+    let base_seed = seed(test);
+    let ttl = ms(300);
+    let node = RedisNode::start(&NodeOptions::default());
+    let client = builder_for([node.url()]).build().await.unwrap();
+    assert_renewals_show_in_commandstats(&client, &node, ttl).await;
+
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let client = client.clone();
+            tokio::spawn(abort_worker(client, base_seed + w, storm, ttl))
+        })
+        .collect();
+    let mut started = 0;
+    for worker in workers {
+        started += worker.await.unwrap();
+    }
+    eprintln!("t12: {started} acquires started and abandoned in {storm:?}");
+
+    tokio::time::sleep(ttl * 3).await;
+    assert_eq!(
+        lock_keys_on(&node),
+        Vec::<String>::new(),
+        "orphan lock keys after the storm"
+    );
+    let (pexpire, scripts) = (node.command_calls("pexpire"), node.command_calls("evalsha"));
+    tokio::time::sleep(ttl).await;
+    assert_eq!(node.command_calls("pexpire"), pexpire, "a watchdog still renews");
+    assert_eq!(node.command_calls("evalsha"), scripts, "a script still runs");
+}
+
+/// The check above is only meaningful if renewals do show up as `PEXPIRE`
+/// calls: a held lock with a watchdog must move the count.
+async fn assert_renewals_show_in_commandstats(client: &fencelock::Client, node: &RedisNode, ttl: Duration) {
+    let before = node.command_calls("pexpire");
+    let lock = client.acquire("t12:probe", LockOptions::new(ttl)).await.unwrap();
+    tokio::time::sleep(ttl).await;
+    assert!(lock.renewals() > 0, "the watchdog did not renew");
+    assert!(
+        node.command_calls("pexpire") > before,
+        "renewals are not counted as PEXPIRE"
+    );
+    lock.release().await.unwrap();
+}
+
+/// One storm worker: returns how many acquires it started.
+async fn abort_worker(client: fencelock::Client, seed: u64, storm: Duration, ttl: Duration) -> usize {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let deadline = Instant::now() + storm;
+    let mut started = 0;
+    while Instant::now() < deadline {
+        let resource = format!("t12:storm:{}", rng.random_range(0..8));
+        let client = client.clone();
+        let attempt = tokio::spawn(async move {
+            // A grant held past the abort point is dropped with the task.
+            let _lock = client
+                .acquire(&resource, LockOptions::new(ttl).wait(ms(1000)))
+                .await;
+            tokio::time::sleep(ms(50)).await;
+        });
+        started += 1;
+        tokio::time::sleep(Duration::from_micros(rng.random_range(0..5000))).await;
+        attempt.abort();
+    }
+    started
+}
