@@ -11,6 +11,7 @@ if [ "${FENCELOCK_DEPS_C:-0}" = 1 ]; then
   command -v make >/dev/null 2>&1 || missing+=(make)
   command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
   command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+  command -v nft >/dev/null 2>&1 || missing+=(nftables)  # the netns fault tests (T18, T19)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} from Debian's packages (apt-get)…"

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 FENCELOCK_DEPS_C=1 source scripts/ensure-deps.sh  # gcc builds the clockshift shim
 suites=("$@")
 if [ ${#suites[@]} -eq 0 ]; then
-  suites=(faults_contention faults_tokens faults_lifecycle faults_redlock faults_process faults_restart faults_clock faults_nemesis faults_fuzz)
+  suites=(faults_contention faults_tokens faults_lifecycle faults_netns faults_redlock faults_process faults_restart faults_clock faults_nemesis faults_fuzz)
 fi
 export FENCELOCK_LONG=1
 for suite in "${suites[@]}"; do

@@ -8,10 +8,11 @@ mod faults_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
 use std::time::{Duration, Instant};
 
 use faults_support::*;
-use fencelock::{Client, LockOptions};
+use fencelock::LockOptions;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -51,56 +52,6 @@ fn resume(nodes: &[RedisNode], paused: &mut Option<(usize, Instant)>) {
     }
 }
 
-/// Workers: acquire, increment the counter on the (unfaulted) storage node
-/// only while the lock still reads as held, release. Counts the increments.
-fn spawn_workers(
-    clients: &[Client],
-    history: &History,
-    storage: &RedisNode,
-    stop: &Arc<AtomicBool>,
-    increments: &Arc<AtomicU64>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut workers = Vec::new();
-    for (c, client) in clients.iter().enumerate() {
-        for w in 0..2 {
-            let (client, history, url) = (client.clone(), history.clone(), storage.url());
-            let (stop, increments) = (stop.clone(), increments.clone());
-            workers.push(tokio::spawn(async move {
-                let mut store = redis::Client::open(url)
-                    .unwrap()
-                    .get_multiplexed_async_connection()
-                    .await
-                    .unwrap();
-                let who = format!("client {c} worker {w}");
-                while !stop.load(Ordering::Relaxed) {
-                    let options = LockOptions::new(TTL).wait(ms(500));
-                    let Ok((lock, id)) = acquire_recorded(&client, &history, &who, "t18", options, TTL).await
-                    else {
-                        continue;
-                    };
-                    let value: Option<u64> = redis::cmd("GET")
-                        .arg("counter")
-                        .query_async(&mut store)
-                        .await
-                        .unwrap();
-                    if lock.is_held() {
-                        let _: () = redis::cmd("SET")
-                            .arg("counter")
-                            .arg(value.unwrap_or(0) + 1)
-                            .query_async(&mut store)
-                            .await
-                            .unwrap();
-                        increments.fetch_add(1, Ordering::Relaxed);
-                    }
-                    history.released(id, Instant::now());
-                    let _ = lock.release().await;
-                }
-            }));
-        }
-    }
-    workers
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t18_partition_nemesis_keeps_the_counter_exact_and_holders_apart() {
     let test = "t18_partition_nemesis_keeps_the_counter_exact_and_holders_apart";
@@ -115,7 +66,7 @@ async fn t18_partition_nemesis_keeps_the_counter_exact_and_holders_apart() {
     }
     let history = History::new();
     let (stop, increments) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
-    let workers = spawn_workers(&clients, &history, &storage, &stop, &increments);
+    let workers = counter_workers(&clients, "t18", TTL, &history, &storage, &stop, &increments);
 
     let started = Instant::now();
     let mut paused = None;

@@ -9,6 +9,8 @@ mod common;
 
 pub use common::{NODE_TIMEOUT, get, lock_key, lock_keys_on, ms, pttl};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use fencelock::{Client, ClientBuilder, Lock, LockOptions, Result};
@@ -117,4 +119,57 @@ pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort_unstable();
     let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
     samples[index]
+}
+
+/// Two workers per client (T18): acquire `resource`, increment the counter on the (unfaulted) storage node
+/// only while the lock still reads as held, release. Counts the increments.
+pub fn counter_workers(
+    clients: &[Client],
+    resource: &'static str,
+    ttl: Duration,
+    history: &History,
+    storage: &RedisNode,
+    stop: &Arc<AtomicBool>,
+    increments: &Arc<AtomicU64>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut workers = Vec::new();
+    for (c, client) in clients.iter().enumerate() {
+        for w in 0..2 {
+            let (client, history, url) = (client.clone(), history.clone(), storage.url());
+            let (stop, increments) = (stop.clone(), increments.clone());
+            workers.push(tokio::spawn(async move {
+                let mut store = redis::Client::open(url)
+                    .unwrap()
+                    .get_multiplexed_async_connection()
+                    .await
+                    .unwrap();
+                let who = format!("client {c} worker {w}");
+                while !stop.load(Ordering::Relaxed) {
+                    let options = LockOptions::new(ttl).wait(ms(500));
+                    let Ok((lock, id)) =
+                        acquire_recorded(&client, &history, &who, resource, options, ttl).await
+                    else {
+                        continue;
+                    };
+                    let value: Option<u64> = redis::cmd("GET")
+                        .arg("counter")
+                        .query_async(&mut store)
+                        .await
+                        .unwrap();
+                    if lock.is_held() {
+                        let _: () = redis::cmd("SET")
+                            .arg("counter")
+                            .arg(value.unwrap_or(0) + 1)
+                            .query_async(&mut store)
+                            .await
+                            .unwrap();
+                        increments.fetch_add(1, Ordering::Relaxed);
+                    }
+                    history.released(id, Instant::now());
+                    let _ = lock.release().await;
+                }
+            }));
+        }
+    }
+    workers
 }
