@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The long variants of the fault-injection suite (docs/reliability.md): the
-# 60 s partition nemesis, 50-run repeats of the crash, pause, restart and
-# clock-jump tests, and 5,000 cases per property test. Not part of CI; takes
-# roughly 15-20 minutes on 2 cores. Every randomized test prints its seed;
+# 60 s partition nemesis (proxy and network-namespace variants), 10^6
+# tokens, the 60 s cargo-fuzz smoke per target where nightly and cargo-fuzz
+# are installed (otherwise it says it is skipped), 50-run repeats of the
+# crash, pause, restart and clock-jump tests, and 5,000 cases per property
+# test. Not part of CI; takes roughly 20-25 minutes on 2 cores. Every randomized test prints its seed;
 # replay one with FENCELOCK_SEED=<seed> and the command it prints.
 #
 #   scripts/test-long.sh                 # every fault suite, long
@@ -15,6 +17,7 @@ if [ ${#suites[@]} -eq 0 ]; then
   suites=(faults_contention faults_tokens faults_lifecycle faults_netns faults_redlock faults_process faults_restart faults_clock faults_nemesis faults_fuzz)
 fi
 export FENCELOCK_LONG=1
+tests/faults/fuzz/run.sh --check  # says whether T23's cargo fuzz runs or why it is skipped
 for suite in "${suites[@]}"; do
   echo "== $suite (FENCELOCK_LONG=1)"
   cargo test -p fencelock --test "$suite" -- --test-threads=1 --nocapture

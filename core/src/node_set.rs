@@ -75,6 +75,14 @@ impl NodeSet {
         only: impl Fn(usize) -> bool,
     ) -> Vec<Option<Reply>> {
         let (only, call) = (&only, &Prepared::new(script, keys, args));
+        if let [node] = self.nodes.as_slice() {
+            // Single-node mode: no futures set to build for one request.
+            return vec![if only(0) {
+                Some(node.eval_prepared(call).await)
+            } else {
+                None
+            }];
+        }
         let requests = self.nodes.iter().enumerate().map(|(i, node)| async move {
             if only(i) {
                 Some(node.eval_prepared(call).await)

@@ -2,7 +2,9 @@
 //! wait durations, node URLs). Every input gives `Ok` or a documented error
 //! kind, never a panic. Seeded: the seed is printed and `FENCELOCK_SEED`
 //! replays it. 64 cases per property in CI, 5,000 with `FENCELOCK_LONG=1`.
-//! (`cargo fuzz` needs a nightly toolchain: not part of this suite.)
+//! `cargo fuzz` (tests/faults/fuzz) needs a nightly toolchain and cargo-fuzz:
+//! `t23_cargo_fuzz_smoke` runs it with `FENCELOCK_LONG=1` when both are
+//! present, and otherwise says why it is skipped.
 
 mod faults_support;
 
@@ -207,4 +209,47 @@ async fn t23_any_node_url_is_accepted_or_refused_with_a_config_error() {
             })
             .unwrap();
     });
+}
+
+/// T23 `cargo fuzz`: a 60 s smoke per target (tests/faults/fuzz/run.sh),
+/// only with `FENCELOCK_LONG=1` (two minutes plus a nightly sanitizer build
+/// do not fit the CI budget). Says why when it does not run.
+#[test]
+fn t23_cargo_fuzz_smoke() {
+    let run_sh = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/faults/fuzz/run.sh");
+    if let Some(missing) = missing_fuzz_tools() {
+        eprintln!("t23_cargo_fuzz_smoke: SKIPPED, {missing}");
+        return;
+    }
+    if !long_run() {
+        eprintln!(
+            "t23_cargo_fuzz_smoke: SKIPPED in CI (60 s per target); FENCELOCK_LONG=1 or {run_sh} runs it"
+        );
+        return;
+    }
+    let status = std::process::Command::new(run_sh)
+        .arg("60")
+        .status()
+        .expect("run the fuzz smoke");
+    assert!(
+        status.success(),
+        "cargo fuzz found a crash (see tests/faults/fuzz/artifacts)"
+    );
+}
+
+/// Why `cargo fuzz` cannot run here, if it cannot.
+fn missing_fuzz_tools() -> Option<&'static str> {
+    let works = |args: &[&str]| {
+        std::process::Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .is_ok_and(|out| out.status.success())
+    };
+    if !works(&["cargo", "+nightly", "--version"]) {
+        Some("no nightly toolchain (cargo fuzz needs one)")
+    } else if !works(&["cargo", "+nightly", "fuzz", "--version"]) {
+        Some("cargo-fuzz is not installed (cargo install cargo-fuzz)")
+    } else {
+        None
+    }
 }
