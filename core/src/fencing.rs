@@ -11,15 +11,16 @@
 
 use crate::error::{Error, ErrorKind, Result};
 
+use crate::node::Reply;
+use crate::node_set::NodeSet;
+use crate::quorum::Quorum;
+use crate::scripts;
+
 /// The largest fencing token, 2^53 − 1. ACQUIRE returns the counter through
 /// Lua, whose numbers are doubles: above this, grants could be rounded and
 /// repeat (docs/protocol.md §2.2), so a larger reply counts as a failure of
 /// that node. At a million grants a second the range lasts 285 years.
 pub const MAX_FENCING_TOKEN: u64 = (1 << 53) - 1;
-use crate::node::Reply;
-use crate::node_set::NodeSet;
-use crate::quorum::Quorum;
-use crate::scripts;
 
 /// The token from the counters reported by the granting nodes, and whether a
 /// majority must still be raised to it.
