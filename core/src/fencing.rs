@@ -10,7 +10,6 @@
 //! skipped: no extra round trip. Assumes counters survive restarts (AOF).
 
 use crate::error::{Error, ErrorKind, Result};
-
 use crate::node::Reply;
 use crate::node_set::NodeSet;
 use crate::quorum::Quorum;
