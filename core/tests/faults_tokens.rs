@@ -51,10 +51,9 @@ async fn t26_tokens_are_unique_and_unbiased() {
     let started = Instant::now();
     let tokens = draw_tokens(&client, &node, "t26:self", count).await;
     eprintln!("t26: {} tokens in {:?}", tokens.len(), started.elapsed());
+    const { assert!(TOKEN_BYTES >= 16, "tokens shorter than 128 bits") };
     assert!(
-        tokens
-            .iter()
-            .all(|t| t.len() == 2 * TOKEN_BYTES && TOKEN_BYTES >= 16),
+        tokens.iter().all(|t| t.len() == 2 * TOKEN_BYTES),
         "a token is not {TOKEN_BYTES} hex-encoded bytes"
     );
     let values: Vec<u128> = tokens.iter().map(|t| parse_token(t)).collect();
@@ -279,8 +278,8 @@ fn draw_and_print(url: &str, label: &str, count: usize) {
             .await
             .expect("worker client");
         // Each process its own resource names, so no acquire waits on another.
-        let node_keys = format!("t26:{label}:{}", std::process::id());
-        let tokens = draw_on(&client, url, &node_keys, count).await;
+        let prefix = format!("t26:{label}:{}", std::process::id());
+        let tokens = draw_on(&client, url, &prefix, count).await;
         client.close();
         tokens
     });
