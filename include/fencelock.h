@@ -400,7 +400,9 @@ fencelock_status fencelock_client_new(const char *const *urls,
  *
  * Never blocks and does no network I/O. Locks acquired through this client
  * stay valid: each must still be released or freed, and keeps being renewed
- * until then. Operations in flight finish and call their callbacks.
+ * until then. Operations in flight finish and call their callbacks. The
+ * event callback is never called after this returns, except for a call
+ * already in progress on a runtime thread.
  *
  * # Safety
  * `client` is NULL or from `fencelock_client_new`, not freed before, and not

@@ -93,7 +93,9 @@ unsafe fn node_urls(urls: *const *const c_char, n_urls: usize) -> FfiResult<Vec<
 ///
 /// Never blocks and does no network I/O. Locks acquired through this client
 /// stay valid: each must still be released or freed, and keeps being renewed
-/// until then. Operations in flight finish and call their callbacks.
+/// until then. Operations in flight finish and call their callbacks. The
+/// event callback is never called after this returns, except for a call
+/// already in progress on a runtime thread.
 ///
 /// # Safety
 /// `client` is NULL or from `fencelock_client_new`, not freed before, and not
@@ -103,5 +105,8 @@ pub unsafe extern "C" fn fencelock_client_free(client: *mut fencelock_client) {
     // SAFETY: per the contract.
     if let Some(client) = unsafe { args::take(client) } {
         client.inner.close();
+        // Locks outlive the client; their losses must not reach a callback
+        // whose user_data the caller may free next.
+        client.events.unsubscribe();
     }
 }

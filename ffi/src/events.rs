@@ -116,6 +116,11 @@ impl EventHub {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Stops calling the client's callback (its `user_data` may die with the client).
+    pub(crate) fn unsubscribe(&self) {
+        self.state().subscriber = None;
+    }
+
     fn publish(&self, event: LostEvent) {
         let subscriber = {
             let mut state = self.state();

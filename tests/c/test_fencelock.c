@@ -490,6 +490,30 @@ static void test_free_while_renewing_lets_key_expire(void) {
   fencelock_client_free(client);
 }
 
+static void test_no_event_callback_after_client_free(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  static loss_record record;
+  memset(&record, 0, sizeof record);
+  CHECK_STATUS(fencelock_client_set_event_callback(client, on_event, &record), FENCELOCK_STATUS_OK);
+  const char *resource = unique("after-free");
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 300, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_client_free(client);
+  char command[256];
+  snprintf(command, sizeof command, "DEL fencelock:{%s}", resource);
+  redis(&single, 0, command);
+  bool held = true;
+  for (int i = 0; i < 200 && held; i++) { /* the lock still notices the loss */
+    sleep_ms(10);
+    CHECK_STATUS(fencelock_lock_is_held(lock, &held), FENCELOCK_STATUS_OK);
+  }
+  CHECK(!held);
+  sleep_ms(100);
+  CHECK(atomic_load(&record.calls) == 0); /* but the freed client's callback is not called */
+  fencelock_lock_free(lock);
+}
+
 static void test_release_after_client_free(void) {
   fencelock_client *client = connect_to(&single);
   CHECK(client != NULL);
@@ -790,6 +814,7 @@ int main(int argc, char **argv) {
       TEST(test_blocking_call_from_callback_would_block),
       TEST(test_free_while_renewing_lets_key_expire),
       TEST(test_release_after_client_free),
+      TEST(test_no_event_callback_after_client_free),
       TEST(test_bad_client_arguments),
       TEST(test_bad_lock_arguments),
       TEST(test_inventory_example),
