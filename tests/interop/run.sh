@@ -32,7 +32,10 @@ for _ in 1 2 3; do
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
-FENCELOCK_NODES=$urls target/debug/examples/inventory sku-interop 0 | tee /dev/stderr | grep -q "stock of sku-interop: 85 "
+# (No `tee /dev/stderr`: when stderr is a log file, tee reopens and truncates it.)
+stock=$(FENCELOCK_NODES=$urls target/debug/examples/inventory sku-interop 0)
+echo "$stock"
+grep -q "stock of sku-interop: 85 " <<<"$stock" || { echo "interop: the Rust example lost an update" >&2; exit 1; }
 exec {nodes[1]}>&-
 wait "$nodes_PID"
 
