@@ -37,15 +37,26 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Takes `resource` on every node, not just a quorum: acquire returns once a
+/// majority granted, so the test waits for the remaining grants (a generous
+/// per-node timeout keeps a busy CI machine from dropping one).
 fn hold(nodes: &[RedisNode], resource: &str) -> blocking::Lock {
-    let client = blocking::Client::connect(ClientBuilder::default().nodes(nodes.iter().map(RedisNode::url)))
-        .expect("connect");
-    client
+    let client = blocking::Client::connect(
+        ClientBuilder::default()
+            .nodes(nodes.iter().map(RedisNode::url))
+            .node_timeout(Duration::from_secs(5)),
+    )
+    .expect("connect");
+    let lock = client
         .acquire(
             resource,
             LockOptions::new(Duration::from_secs(30)).wait(Duration::ZERO),
         )
-        .expect("acquire")
+        .expect("acquire");
+    for node in nodes {
+        wait_until_held(node, resource);
+    }
+    lock
 }
 
 fn key_exists(node: &RedisNode, resource: &str) -> bool {
@@ -294,6 +305,8 @@ fn status_shows_each_node_but_never_the_owners_token() {
         let mut command = Command::new(env!("CARGO_BIN_EXE_fencelock"));
         command
             .env("FENCELOCK_NODES", urls.join(","))
+            // Generous, so a busy machine does not turn a slow answer into an error row.
+            .args(["--node-timeout", "5s"])
             .arg("status")
             .arg("report");
         if json {
