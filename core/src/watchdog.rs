@@ -7,8 +7,8 @@
 //!
 //! The schedule is an ordered map shared with the lock handles: acquiring
 //! inserts a job, and releasing or dropping a lock removes it at once, so
-//! short-lived locks cost two map operations and never wake the task (it is
-//! woken only when a job becomes the earliest).
+//! short-lived locks cost two map operations and never wake the task: it is
+//! woken only by a job due before the time it is already sleeping until.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,9 +53,21 @@ struct Job {
     lock: Weak<LockState>,
 }
 
+/// The jobs, and when the renewal task will next look at them.
+#[derive(Default)]
+struct Jobs {
+    queue: BTreeMap<JobKey, Job>,
+    /// When the sleeping task wakes by itself; `None`: only when notified.
+    /// A job due before this must wake it. Kept apart from the queue's first
+    /// key, which moves later whenever locks are released: comparing with it
+    /// would wake the task (a thread on another runtime) for nothing at every
+    /// burst of short-lived locks.
+    task_wakes_at: Option<Instant>,
+}
+
 /// The jobs, shared by the client, its locks and the renewal task.
 struct Schedule {
-    jobs: Mutex<BTreeMap<JobKey, Job>>,
+    jobs: Mutex<Jobs>,
     seq: AtomicU64,
     /// Wakes the task when a new earliest job arrives, or when the schedule is dropped.
     wake: Arc<Notify>,
@@ -72,7 +84,7 @@ impl Watchdog {
     pub(crate) fn start(nodes: Arc<NodeSet>, runtime: &tokio::runtime::Handle) -> Self {
         let wake = Arc::new(Notify::new());
         let schedule = Arc::new(Schedule {
-            jobs: Mutex::new(BTreeMap::new()),
+            jobs: Mutex::new(Jobs::default()),
             seq: AtomicU64::new(0),
             wake: wake.clone(),
         });
@@ -95,27 +107,31 @@ impl Schedule {
     fn plan(&self, lock: &Arc<LockState>, sent: Instant) {
         let mut timing = lock.timing();
         if let Some(old) = timing.job.take() {
-            self.lock().remove(&old);
+            self.lock().queue.remove(&old);
         }
         let (key, job) = next_job(lock, &timing, sent, self.next_seq());
         self.insert(&mut timing, key, job);
     }
 
-    /// Queues `job` as the lock's one job; wakes the task if it is now the earliest.
+    /// Queues `job` as the lock's one job; wakes the task if it would otherwise sleep past it.
     fn insert(&self, timing: &mut Timing, key: JobKey, job: Job) {
         let mut jobs = self.lock();
-        let earliest = jobs.first_key_value().is_none_or(|(first, _)| key < *first);
-        jobs.insert(key, job);
+        let too_late = jobs.task_wakes_at.is_none_or(|wakes_at| key.due < wakes_at);
+        if too_late {
+            // Woken now, the task will sleep until this job at the latest.
+            jobs.task_wakes_at = Some(key.due);
+        }
+        jobs.queue.insert(key, job);
         drop(jobs);
         timing.job = Some(key);
-        if earliest {
+        if too_late {
             self.wake.notify_one();
         }
     }
 
     fn cancel(&self, lock: &LockState) {
         if let Some(key) = lock.timing().job.take() {
-            self.lock().remove(&key);
+            self.lock().queue.remove(&key);
         }
     }
 
@@ -140,7 +156,7 @@ impl Schedule {
         self.insert(&mut timing, key, job);
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<JobKey, Job>> {
+    fn lock(&self) -> MutexGuard<'_, Jobs> {
         // Plain data: a panic elsewhere cannot leave the map half-updated.
         self.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -149,11 +165,12 @@ impl Schedule {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Takes every job that may run now; returns them and when the next one is due.
+    /// Takes every job that may run now; returns them and when the next one
+    /// is due, which is when the task, going to sleep, will wake by itself.
     fn take_due(&self, now: Instant) -> (Vec<(JobKey, Job)>, Option<Instant>) {
         let mut jobs = self.lock();
         let mut due = Vec::new();
-        while let Some(entry) = jobs.first_entry() {
+        while let Some(entry) = jobs.queue.first_entry() {
             let ready_at = entry
                 .key()
                 .due
@@ -164,7 +181,8 @@ impl Schedule {
             }
             due.push(entry.remove_entry());
         }
-        let next = jobs.first_key_value().map(|(key, _)| key.due);
+        let next = jobs.queue.first_key_value().map(|(key, _)| key.due);
+        jobs.task_wakes_at = next;
         (due, next)
     }
 }
@@ -376,5 +394,86 @@ fn settle<'a>(
     tracing::warn!(resource = %lock.resource(), renewed_on = done, ?failures, "renewal failed; retrying");
     if let Some(schedule) = schedule.upgrade() {
         schedule.retry(lock, item.key, item.ttl);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+
+    use super::*;
+    use crate::keys::LockKeys;
+    use crate::options::RenewalPolicy;
+    use crate::token::LockToken;
+
+    fn schedule() -> Schedule {
+        Schedule {
+            jobs: Mutex::new(Jobs::default()),
+            seq: AtomicU64::new(0),
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    fn held_lock(resource: &str, ttl: Duration) -> Arc<LockState> {
+        let renewal = RenewalPolicy {
+            auto: true,
+            max_hold: None,
+            max_renewals: None,
+        };
+        Arc::new(LockState::new(
+            LockKeys::new("test:", resource).unwrap(),
+            LockToken::generate().unwrap(),
+            1,
+            ttl,
+            Instant::now() + ttl,
+            renewal,
+        ))
+    }
+
+    /// Whether the renewal task has a wake-up pending (consumes it).
+    fn woken(schedule: &Schedule) -> bool {
+        schedule.wake.notified().now_or_never().is_some()
+    }
+
+    #[test]
+    fn the_first_job_wakes_the_idle_task() {
+        let schedule = schedule();
+        schedule.take_due(Instant::now());
+        schedule.plan(&held_lock("a", Duration::from_secs(3)), Instant::now());
+        assert!(woken(&schedule));
+    }
+
+    #[test]
+    fn short_lived_locks_do_not_wake_the_sleeping_task() {
+        let schedule = schedule();
+        let ttl = Duration::from_secs(3);
+        let first = held_lock("first", ttl);
+        schedule.plan(&first, Instant::now());
+        // The task looks at the schedule and sleeps until the first renewal.
+        let (due, _) = schedule.take_due(Instant::now());
+        assert!(due.is_empty());
+        let _ = woken(&schedule);
+        // Lock after lock is taken and released, each due after that renewal:
+        // the queue empties and refills, but the task's wake-up is early enough.
+        schedule.cancel(&first);
+        for i in 0..100 {
+            let lock = held_lock(&format!("short{i}"), ttl);
+            schedule.plan(&lock, Instant::now());
+            schedule.cancel(&lock);
+        }
+        assert!(
+            !woken(&schedule),
+            "a job due after the task's wake-up needs no wake-up"
+        );
+    }
+
+    #[test]
+    fn a_job_due_before_the_wake_up_wakes_the_task() {
+        let schedule = schedule();
+        schedule.plan(&held_lock("long", Duration::from_secs(30)), Instant::now());
+        schedule.take_due(Instant::now());
+        let _ = woken(&schedule);
+        schedule.plan(&held_lock("short", Duration::from_millis(300)), Instant::now());
+        assert!(woken(&schedule), "the task would sleep past the new renewal");
     }
 }
