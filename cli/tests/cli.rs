@@ -37,9 +37,13 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Takes `resource` on every node, not just a quorum: acquire returns once a
-/// majority granted, so the test waits for the remaining grants (a generous
-/// per-node timeout keeps a busy CI machine from dropping one).
+/// Takes a lock on every node, not just a quorum; use the returned lock's
+/// `resource()`. Acquire returns once a majority granted, and the last grant
+/// can land later, or never (a request not yet sent when the quorum decided
+/// is dropped): wait for it, and in the rare case it does not come, start
+/// over on a fresh resource name (fresh, so every node's fencing counter
+/// still matches the token). A generous per-node timeout keeps a busy CI
+/// machine from dropping an answer.
 fn hold(nodes: &[RedisNode], resource: &str) -> blocking::Lock {
     let client = blocking::Client::connect(
         ClientBuilder::default()
@@ -47,32 +51,50 @@ fn hold(nodes: &[RedisNode], resource: &str) -> blocking::Lock {
             .node_timeout(Duration::from_secs(5)),
     )
     .expect("connect");
-    let lock = client
-        .acquire(
-            resource,
-            LockOptions::new(Duration::from_secs(30)).wait(Duration::ZERO),
-        )
-        .expect("acquire");
-    for node in nodes {
-        wait_until_held(node, resource);
+    for attempt in 0..5 {
+        let name = match attempt {
+            0 => resource.to_owned(),
+            n => format!("{resource}-{n}"),
+        };
+        let lock = client
+            .acquire(
+                &name,
+                LockOptions::new(Duration::from_secs(30)).wait(Duration::ZERO),
+            )
+            .expect("acquire");
+        if nodes
+            .iter()
+            .all(|node| held_within(node, &name, Duration::from_secs(5)))
+        {
+            return lock;
+        }
+        lock.release().expect("release");
     }
-    lock
+    panic!("no acquire of {resource} reached every node in 5 tries");
 }
 
 fn key_exists(node: &RedisNode, resource: &str) -> bool {
     node.command(&["EXISTS", &format!("fencelock:{{{resource}}}")]) == redis::Value::Int(1)
 }
 
-/// Waits (generously) until `fencelock run` holds the lock.
-fn wait_until_held(node: &RedisNode, resource: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+/// Whether `resource` is held on `node` within `limit` (polled).
+fn held_within(node: &RedisNode, resource: &str, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
     while !key_exists(node, resource) {
-        assert!(
-            Instant::now() < deadline,
-            "fencelock never took the lock on {resource}"
-        );
+        if Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
+    true
+}
+
+/// Waits (generously) until `fencelock run` holds the lock.
+fn wait_until_held(node: &RedisNode, resource: &str) {
+    assert!(
+        held_within(node, resource, Duration::from_secs(20)),
+        "fencelock never took the lock on {resource}"
+    );
 }
 
 /// Waits for a child, killing it (and failing) if it hangs.
@@ -125,15 +147,29 @@ fn exit_codes_follow_the_documented_table() {
         126
     );
 
-    let _held = hold(&nodes, "codes-held");
-    let busy = output(&nodes, &["run", "--wait", "0", "codes-held", "--", "true"]);
+    let held = hold(&nodes, "codes-held");
+    // One try: a generous node timeout, so a slow answer on a busy machine is
+    // not reported as "unavailable" (69) instead of "held" (75).
+    let busy = output(
+        &nodes,
+        &[
+            "--node-timeout",
+            "5s",
+            "run",
+            "--wait",
+            "0",
+            held.resource(),
+            "--",
+            "true",
+        ],
+    );
     assert_eq!(code(&busy), 75, "{}", text(&busy.stderr));
     assert!(
         text(&busy.stderr).contains("another owner"),
         "{}",
         text(&busy.stderr)
     );
-    let waited = output(&nodes, &["run", "--wait", "200ms", "codes-held", "--", "true"]);
+    let waited = output(&nodes, &["run", "--wait", "200ms", held.resource(), "--", "true"]);
     assert_eq!(code(&waited), 75, "{}", text(&waited.stderr));
 
     // Arguments and configuration: 2, with a message.
@@ -301,32 +337,33 @@ fn concurrent_runs_never_overlap_and_tokens_rise() {
 fn status_shows_each_node_but_never_the_owners_token() {
     let nodes = start_nodes(3);
     let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
-    let status = |json: bool| {
+    let status = |resource: &str, json: bool| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_fencelock"));
         command
             .env("FENCELOCK_NODES", urls.join(","))
             // Generous, so a busy machine does not turn a slow answer into an error row.
             .args(["--node-timeout", "5s"])
             .arg("status")
-            .arg("report");
+            .arg(resource);
         if json {
             command.arg("--json");
         }
         command.output().expect("run fencelock status")
     };
-    let free = status(false);
+    let free = status("report", false);
     assert_eq!(code(&free), 0);
     assert!(text(&free.stdout).contains("free"), "{}", text(&free.stdout));
 
     let lock = hold(&nodes, "report");
-    let owner_token = match nodes[0].command(&["GET", "fencelock:{report}"]) {
+    let resource = lock.resource();
+    let owner_token = match nodes[0].command(&["GET", &format!("fencelock:{{{resource}}}")]) {
         redis::Value::BulkString(bytes) => text(&bytes),
         other => panic!("{other:?}"),
     };
-    let table = status(false);
+    let table = status(resource, false);
     assert!(text(&table.stdout).contains("HELD"), "{}", text(&table.stdout));
     assert!(text(&table.stdout).contains(&lock.fencing_token().to_string()));
-    let json = status(true);
+    let json = status(resource, true);
     assert!(!text(&json.stdout).contains(&owner_token) && !text(&table.stdout).contains(&owner_token));
     let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("valid JSON");
     assert_eq!(report["held"], true);
@@ -340,10 +377,10 @@ fn status_shows_each_node_but_never_the_owners_token() {
     }
 
     nodes[0].kill();
-    let degraded = status(true);
+    let degraded = status(resource, true);
     assert_eq!(code(&degraded), 0, "a quorum still answers");
     let report: serde_json::Value = serde_json::from_slice(&degraded.stdout).unwrap();
     assert!(report["nodes"][0]["error"].is_string());
     nodes[1].kill();
-    assert_eq!(code(&status(false)), 69, "fewer than a quorum answered");
+    assert_eq!(code(&status(resource, false)), 69, "fewer than a quorum answered");
 }

@@ -315,15 +315,35 @@ fn a_client_outlives_the_runtime_it_was_built_on() {
 #[tokio::test]
 async fn inspect_shows_each_nodes_view_without_the_token() {
     let nodes = RedisNode::start_many(3, &NodeOptions::default());
-    let client = client(&nodes).await;
-    let lock = client.acquire("seen", LockOptions::new(ms(5000))).await.unwrap();
-    tokio::time::sleep(ms(50)).await; // the grants that lost the race land too
+    // Not a timeout test: a slow node must neither lose its grant nor show as an error.
+    let client = builder(&nodes)
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .build()
+        .await
+        .unwrap();
+    let lock = client
+        .acquire("seen", LockOptions::new(ms(30_000)))
+        .await
+        .unwrap();
+    // Acquire returns at a quorum: wait until the grant that lost the race
+    // landed too. (On this single-threaded runtime every request is written
+    // before any reply is read, so it is never dropped unsent.)
+    for node in &nodes {
+        assert!(
+            wait_until(ms(10_000), || get(node, &lock_key("seen")).is_some()).await,
+            "a grant never landed on {}",
+            node.url()
+        );
+    }
     nodes[2].kill();
     let states = client.inspect("seen").await.unwrap();
     assert_eq!(states.len(), 3);
     for state in &states[..2] {
         assert!(state.held, "{state:?}");
-        assert!(state.ttl_ms.is_some_and(|t| t > 4000 && t <= 5000), "{state:?}");
+        assert!(
+            state.ttl_ms.is_some_and(|t| t > 20_000 && t <= 30_000),
+            "{state:?}"
+        );
         assert_eq!(state.fencing_counter, lock.fencing_token());
         assert!(state.error.is_none());
     }

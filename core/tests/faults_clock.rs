@@ -147,8 +147,16 @@ async fn t10_forward_jump_breaks_the_lease_but_fencing_rejects_the_stale_write()
     let runs = scale("t10", 5, 50);
     let nodes: Vec<ShiftedNode> = (0..5).map(|i| ShiftedNode::start(shim, i)).collect();
     let a_proxies = FaultProxy::for_ports(nodes.iter().map(|n| n.port));
-    let a = proxied_client(&a_proxies).await;
+    // Single-try acquires that need all three nodes each client can use: not
+    // a timeout test, so a slow answer must not fail them. (A's blackholed
+    // nodes cost nothing: the quorum decides without them.)
+    let a = builder_for(a_proxies.iter().map(FaultProxy::url))
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .build()
+        .await
+        .unwrap();
     let b = builder_for(nodes.iter().map(ShiftedNode::url))
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
         .build()
         .await
         .unwrap();
@@ -263,18 +271,23 @@ fn t11a_client_wall_clock_jump_changes_nothing() {
         let mut holder = shifted_holder(&nodes, &format!("t11a:{run}"), shim, &shift_file, false);
         holder.acquire();
         std::thread::sleep(ms(300));
+        let asked = Instant::now();
         let before = holder.status();
         std::fs::write(&shift_file, "60000").unwrap();
         std::thread::sleep(ms(30));
         let after = holder.status();
+        // What the holder can have lived between its two answers: at most
+        // what passed here (a fixed 100 ms would be missed by a busy machine).
+        let between = asked.elapsed();
         assert!(
             after.wall_ms >= before.wall_ms + 59_000,
             "the shim did not move the holder's wall clock"
         );
         assert!(after.held, "run {run}: a wall-clock jump ended the lock");
         assert!(
-            after.remaining + ms(100) >= before.remaining && after.remaining <= before.remaining,
-            "run {run}: remaining went from {:?} to {:?} on a wall-clock jump",
+            after.remaining + between + ms(10) >= before.remaining
+                && (after.remaining <= before.remaining || after.renewals > before.renewals),
+            "run {run}: remaining went from {:?} to {:?} in {between:?} on a wall-clock jump",
             before.remaining,
             after.remaining
         );

@@ -113,14 +113,36 @@ async fn t15_extend_lengthens_the_key_on_every_quorum_node() {
         let new_ttl = ms(3000);
         let started = Instant::now();
         lock.extend(new_ttl).await.unwrap();
-        let took = started.elapsed();
+        // Validity first, then the time taken: the call can have cost it at
+        // most what passed until this second reading.
         let validity = lock.remaining();
-        let after: Vec<i64> = checked.iter().map(|&i| pttl(&nodes[i], &key)).collect();
+        let took = started.elapsed();
+        // Extend returns at a quorum too: with no node paused, a 4th or 5th
+        // holder's PEXPIRE may still be on its way, or never sent once the
+        // quorum decided. So: the highest PTTL each holder shows within a
+        // short wait, and the new ttl on at least a quorum of them (with 2
+        // paused, that is every holder left). An un-extended key is below
+        // 1.7 s, so only the extend can pass for the new ttl.
+        let mut after = vec![i64::MIN; checked.len()];
+        wait_until(ms(1000), || {
+            for (seen, &i) in after.iter_mut().zip(&checked) {
+                *seen = (*seen).max(pttl(&nodes[i], &key));
+            }
+            after.iter().all(|&a| a > 2900)
+        })
+        .await;
         stopped.iter().for_each(|&i| nodes[i].resume());
-        for ((i, b), a) in checked.iter().zip(&before).zip(&after) {
-            assert!(a > b, "{paused} paused: node {i} PTTL {b} → {a}, not larger");
-            assert!(*a > 2900, "{paused} paused: node {i} PTTL {a} is not the new ttl");
-        }
+        let extended: Vec<usize> = checked
+            .iter()
+            .zip(&before)
+            .zip(&after)
+            .filter(|&((_, b), a)| a > b && *a > 2900)
+            .map(|((&i, _), _)| i)
+            .collect();
+        assert!(
+            extended.len() >= 3,
+            "{paused} paused: the new ttl on only {extended:?} of {checked:?} (PTTL {before:?} → {after:?})"
+        );
         let bound = validity_bound(new_ttl);
         assert!(validity <= bound, "validity {validity:?} above {bound:?}");
         assert!(

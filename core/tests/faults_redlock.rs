@@ -91,7 +91,18 @@ enum Unavailability {
 async fn quorum_matrix(n: usize, kind: Unavailability) {
     let nodes = RedisNode::start_many(n, &NodeOptions::default());
     let proxies = proxies_for(&nodes);
-    let client = proxied_client(&proxies).await;
+    // Only a blackhole needs the per-node timeout to end an attempt; with
+    // foreign values or resets, a slow answer from a free node must not
+    // become a timeout and change the outcome under test.
+    let node_timeout = match kind {
+        Unavailability::Blackhole => NODE_TIMEOUT,
+        Unavailability::ForeignValue | Unavailability::Reset => GENEROUS_NODE_TIMEOUT,
+    };
+    let client = builder_for(proxies.iter().map(FaultProxy::url))
+        .node_timeout(node_timeout)
+        .build()
+        .await
+        .unwrap();
     let quorum = n / 2 + 1;
     for mask in 0u32..(1 << n) {
         let down: Vec<usize> = (0..n).filter(|i| mask & (1 << i) != 0).collect();
@@ -140,7 +151,15 @@ async fn quorum_matrix(n: usize, kind: Unavailability) {
             }
         }
         set_all(&proxies, Mode::Pass);
-        tokio::time::sleep(NODE_TIMEOUT + ms(100)).await;
+        // A failed attempt's undo runs in the background: poll for it (well
+        // inside the 5 s ttl, so an expiry cannot pass for the undo).
+        wait_until(ms(3000), || {
+            nodes.iter().enumerate().all(|(i, node)| {
+                (down.contains(&i) && kind == Unavailability::ForeignValue)
+                    || get(node, &lock_key(&resource)).is_none()
+            })
+        })
+        .await;
         assert_only_foreign_keys(&nodes, &down, &resource, kind, &case);
     }
 }
@@ -215,7 +234,13 @@ async fn t08a_a_paused_node_neither_slows_acquire_nor_keeps_a_token() {
         latencies.push(started.elapsed());
         lock.release().await.unwrap();
         paused.resume();
-        tokio::time::sleep(ms(100)).await;
+        // The resumed node applies its queued grant, then the release: poll
+        // for that (the 2 s ttl counts from the late grant, so it cannot pass
+        // for the release within 1 s).
+        wait_until(ms(1000), || {
+            nodes.iter().all(|node| get(node, &lock_key(&resource)).is_none())
+        })
+        .await;
         for (i, node) in nodes.iter().enumerate() {
             assert_eq!(
                 get(node, &lock_key(&resource)),
@@ -282,8 +307,9 @@ async fn t08c_lost_replies_fail_the_attempt_and_leave_no_token() {
         for proxy in &proxies[run % 3..run % 3 + 3] {
             proxy.set(Mode::DropReplies);
         }
+        // A 10 s ttl: a token the undo missed cannot expire before the checks below.
         let err = client
-            .acquire(&resource, LockOptions::new(ms(3000)).wait(Duration::ZERO))
+            .acquire(&resource, LockOptions::new(ms(10_000)).wait(Duration::ZERO))
             .await
             .expect_err("acquired although 3 of 5 replies were lost");
         assert_eq!(err.kind(), ErrorKind::Unavailable, "run {run}: {err}");
@@ -291,6 +317,13 @@ async fn t08c_lost_replies_fail_the_attempt_and_leave_no_token() {
             .iter()
             .filter(|n| get(n, &lock_key(&resource)).is_some())
             .count();
+        // The undo runs in the background, and healing the proxies resets the
+        // connections that lost replies, cutting an undo still on its way:
+        // let it land first.
+        wait_until(ms(5000), || {
+            nodes.iter().all(|n| get(n, &lock_key(&resource)).is_none())
+        })
+        .await;
         set_all(&proxies, Mode::Pass);
         tokio::time::sleep(NODE_TIMEOUT + ms(100)).await;
         for (i, node) in nodes.iter().enumerate() {
@@ -387,14 +420,15 @@ async fn t20_sixteen_contenders_all_acquire_and_leave_nothing() {
     for i in 0..16 {
         let (client, history) = (clients[i % 2].clone(), history.clone());
         tasks.push(tokio::spawn(async move {
-            let options = LockOptions::new(ms(1000)).wait(ms(30_000));
+            // A 10 s ttl: a loser's token left behind cannot expire before the final check.
+            let options = LockOptions::new(ms(10_000)).wait(ms(30_000));
             let (lock, id) = acquire_recorded(
                 &client,
                 &history,
                 &format!("contender {i}"),
                 "t20",
                 options,
-                ms(1000),
+                ms(10_000),
             )
             .await
             .unwrap_or_else(|e| panic!("contender {i}: {e}"));
@@ -410,10 +444,10 @@ async fn t20_sixteen_contenders_all_acquire_and_leave_nothing() {
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(history.len(), 16);
     assert_no_violations(&history.check(&CheckOptions::default()));
-    tokio::time::sleep(NODE_TIMEOUT + ms(50)).await;
+    // Losers' undos run in the background: poll (the 10 s ttl cannot expire meanwhile).
     for (i, node) in nodes.iter().enumerate() {
         assert!(
-            lock_keys_on(node).is_empty(),
+            wait_until(ms(5000), || lock_keys_on(node).is_empty()).await,
             "a loser's token is left on node {i}"
         );
     }

@@ -27,8 +27,17 @@ impl Restart {
         };
         let nodes = RedisNode::start_many(3, &options);
         let a_proxies = proxies_for(&nodes);
-        let a = proxied_client(&a_proxies).await;
+        // Single-try acquires (`once`) that need every reachable node, right
+        // after a restart (reconnect and script load inside the per-node
+        // timeout): not a timeout test, so a generous timeout. The blackholed
+        // node costs nothing: the quorum decides without it.
+        let a = builder_for(a_proxies.iter().map(FaultProxy::url))
+            .node_timeout(GENEROUS_NODE_TIMEOUT)
+            .build()
+            .await
+            .unwrap();
         let b = builder_for(nodes.iter().map(RedisNode::url))
+            .node_timeout(GENEROUS_NODE_TIMEOUT)
             .build()
             .await
             .unwrap();

@@ -31,7 +31,14 @@ fn undo(fault: Fault, node: &RedisNode) {
 /// error says "unavailable" otherwise, and no token is left on any node.
 async fn quorum_matrix(n: usize, fault: Fault) {
     let nodes = RedisNode::start_many(n, &NodeOptions::default());
-    let client = client(&nodes).await;
+    // Killed nodes refuse at once: only paused ones need the per-node timeout
+    // to end an attempt. Otherwise a live node slow to answer on a busy
+    // machine must not become a timeout and flip the outcome under test.
+    let node_timeout = match fault {
+        Fault::Killed => GENEROUS_NODE_TIMEOUT,
+        Fault::Paused => NODE_TIMEOUT,
+    };
+    let client = builder(&nodes).node_timeout(node_timeout).build().await.unwrap();
     let quorum = n / 2 + 1;
     for mask in 0u32..(1 << n) {
         let down: Vec<usize> = (0..n).filter(|i| mask & (1 << i) != 0).collect();
@@ -80,13 +87,16 @@ async fn quorum_matrix(n: usize, fault: Fault) {
         for &i in &down {
             undo(fault, &nodes[i]);
         }
-        tokio::time::sleep(ms(150)).await;
-        for (i, node) in nodes.iter().enumerate() {
-            assert!(
-                lock_keys_on(node).is_empty(),
-                "n={n} {fault:?} {down:?}: token left on node {i} after the faults were undone"
-            );
-        }
+        // A failed attempt's clean-up runs in the background, and a resumed
+        // node still has to apply its queued grant and release: poll, with a
+        // deadline well inside the 5 s ttl so an expiry cannot pass for a release.
+        let holding = || -> Vec<usize> { (0..n).filter(|&i| !lock_keys_on(&nodes[i]).is_empty()).collect() };
+        wait_until(ms(3000), || holding().is_empty()).await;
+        let left = holding();
+        assert!(
+            left.is_empty(),
+            "n={n} {fault:?} {down:?}: token left on nodes {left:?} after the faults were undone"
+        );
     }
 }
 
@@ -107,19 +117,27 @@ async fn quorum_matrix_paused_nodes() {
 #[tokio::test]
 async fn foreign_holders_on_a_majority_mean_not_acquired() {
     let nodes = RedisNode::start_many(5, &NodeOptions::default());
-    let client = client(&nodes).await;
+    // Not a timeout test: a slow answer must not turn "held by another" into "timed out".
+    let client = builder(&nodes)
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .build()
+        .await
+        .unwrap();
     for node in &nodes[..3] {
-        node.command(&["SET", &lock_key("clog"), "someone-else", "PX", "5000"]);
+        node.command(&["SET", &lock_key("clog"), "someone-else", "PX", "30000"]);
     }
     let err = client
-        .acquire("clog", LockOptions::new(ms(2000)).wait(Duration::ZERO))
+        .acquire("clog", LockOptions::new(ms(30_000)).wait(Duration::ZERO))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotAcquired, "{err}");
     assert!(err.to_string().contains("held by another"), "{err}");
-    tokio::time::sleep(ms(100)).await;
+    // The undo runs in the background: poll (the 30 s ttl cannot expire meanwhile).
     for node in &nodes[3..] {
-        assert_eq!(get(node, &lock_key("clog")), None, "partial grant not undone");
+        assert!(
+            wait_until(ms(5000), || get(node, &lock_key("clog")).is_none()).await,
+            "partial grant not undone"
+        );
     }
     for node in &nodes[..3] {
         assert_eq!(get(node, &lock_key("clog")).as_deref(), Some("someone-else"));
@@ -173,7 +191,9 @@ async fn fencing_counter_is_raised_on_a_majority_when_counters_disagree() {
     nodes[0].command(&["SET", "fencelock:{fx}:fence", "100"]);
     nodes[1].command(&["SET", "fencelock:{fx}:fence", "50"]);
     let lock = client.acquire("fx", LockOptions::new(ms(2000))).await.unwrap();
-    let counter = |node: &RedisNode| get(node, "fencelock:{fx}:fence").unwrap().parse::<u64>().unwrap();
+    // A node whose grant is still in flight (acquire returns at a quorum) has no counter yet: 0.
+    let counter =
+        |node: &RedisNode| get(node, "fencelock:{fx}:fence").map_or(0, |c| c.parse::<u64>().unwrap());
     assert!(
         lock.fencing_token() >= 51,
         "token {} is not the max over the grants",

@@ -11,9 +11,14 @@ test('Redlock over 3 nodes: works with one killed, UnavailableError with two, to
   try {
     const resource = unique('redlock')
     const first = await client.acquire(resource)
+    // Redlock promises the key on a majority: acquire returns once 2 of 3
+    // granted, and the third grant may land later, or never (a request not
+    // yet sent when the quorum decided is dropped).
+    let holding = 0
     for (let i = 0; i < 3; i++) {
-      assert.equal(await nodes.call(i, 'EXISTS', `fencelock:{${resource}}`), '1')
+      if ((await nodes.call(i, 'EXISTS', `fencelock:{${resource}}`)) === '1') holding += 1
     }
+    assert.ok(holding >= 2, `the key is on ${holding} of 3 nodes`)
     await first.release()
 
     await nodes.kill(0)

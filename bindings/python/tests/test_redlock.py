@@ -13,7 +13,10 @@ from redis_nodes import lock_key
 
 
 def test_five_nodes_lock_on_majority(urls5: List[str], resource: str) -> None:
-    client = Client(urls5)
+    # Generous node timeout: release waits for every node's answer, so the
+    # keys are gone on all five when it returns (a busy machine could make
+    # one node's answer, and its DEL, late under the 100 ms default).
+    client = Client(urls5, node_timeout=5)
     assert client.quorum == 3
     with client.lock(resource, ttl=5):
         held = sum(redis.Redis.from_url(u).exists(lock_key(resource)) for u in urls5)
@@ -63,10 +66,18 @@ def test_two_of_three_killed_is_unavailable_with_node_outcomes(nodes3: Any, reso
 
 
 def test_lost_when_majority_deleted(urls5: List[str], resource: str) -> None:
-    client = Client(urls5)
+    client = Client(urls5, node_timeout=5)
     lock = client.acquire(resource, ttl=0.3)
-    for u in urls5[:3]:
-        redis.Redis.from_url(u).delete(lock_key(resource))
+    # Acquire returns at a quorum: let the other grants land first, or a late
+    # one could re-create a key after it was deleted and keep a majority. (A
+    # grant may also never come: a request not yet sent when the quorum
+    # decided is dropped. Then the deletes below leave a minority anyway.)
+    nodes = [redis.Redis.from_url(u) for u in urls5]
+    deadline = time.monotonic() + 2
+    while not all(n.exists(lock_key(resource)) for n in nodes) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for n in nodes[:3]:
+        n.delete(lock_key(resource))
     assert lock.lost.wait(timeout=10)
     assert lock.lost.reason == "deleted"
 

@@ -9,6 +9,10 @@ pub use fencelock_harness::{NodeOptions, RedisNode};
 /// Short per-node timeout: every node is on loopback.
 pub const NODE_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// For tests that are not about timeouts: a busy CI machine must not turn a
+/// slow answer into a timed-out node and change the outcome under test.
+pub const GENEROUS_NODE_TIMEOUT: Duration = Duration::from_secs(5);
+
 pub fn builder(nodes: &[RedisNode]) -> ClientBuilder {
     Client::builder()
         .nodes(nodes.iter().map(RedisNode::url))
@@ -22,6 +26,23 @@ pub async fn client(nodes: &[RedisNode]) -> Client {
 
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
+}
+
+/// Polls `check` every 10 ms until it holds or `limit` passes; returns its
+/// last answer. For effects that land after a call returns (late grants, an
+/// attempt's clean-up), which a loaded machine may delay: a deadline, not a
+/// fixed sleep. Async, so the client's connections keep being driven.
+pub async fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return check();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// The lock key of `resource` under the default prefix.

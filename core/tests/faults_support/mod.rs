@@ -7,7 +7,7 @@ pub mod child;
 #[path = "../common/mod.rs"]
 mod common;
 
-pub use common::{NODE_TIMEOUT, get, lock_key, lock_keys_on, ms, pttl};
+pub use common::{GENEROUS_NODE_TIMEOUT, NODE_TIMEOUT, get, lock_key, lock_keys_on, ms, pttl, wait_until};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
