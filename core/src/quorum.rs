@@ -40,8 +40,11 @@ impl Quorum {
 /// Runs one future per node concurrently and returns each node's result in
 /// node order, as soon as `is_yes` answers have reached a quorum or enough
 /// other answers have made one impossible. Nodes that had not answered by then
-/// are `None`; their requests have already been written to the connection and
-/// still reach the server.
+/// are `None`, and their requests are dropped: a request still queued in the
+/// connection is then never sent (redis-rs skips requests nobody awaits), one
+/// already written still runs. Callers must treat a `None` node as unknown:
+/// acquire undoes a failed attempt on every node, and a granted lock may be
+/// missing from the nodes outside the quorum.
 pub(crate) async fn decide<R, F>(
     requests: impl IntoIterator<Item = F>,
     quorum: Quorum,
