@@ -247,7 +247,11 @@ pub(crate) fn classify_redis_error(err: &redis::RedisError) -> NodeFailure {
         _ if looks_like_tls(err) => ErrorKind::Tls,
         _ => ErrorKind::Unavailable,
     };
-    NodeFailure { kind, detail: text }
+    let detail = match tls_alert_hint(&text) {
+        Some(hint) if kind == ErrorKind::Tls => format!("{text}; {hint}"),
+        _ => text,
+    };
+    NodeFailure { kind, detail }
 }
 
 /// NOPERM replies, and ACL refusals raised inside scripts (plain error replies).
@@ -275,7 +279,45 @@ pub(crate) fn quorum_failure_kind(reports: &[NodeReport]) -> ErrorKind {
 
 fn looks_like_tls(err: &redis::RedisError) -> bool {
     let text = err.to_string().to_ascii_lowercase();
-    ["certificate", "tls", "handshake", "invalidcertificate"]
-        .iter()
-        .any(|needle| text.contains(needle))
+    // rustls's own words for an alert from the node ("received fatal alert:
+    // UnknownCA") and for a node it cannot talk to.
+    [
+        "certificate",
+        "tls",
+        "handshake",
+        "invalidcertificate",
+        "fatal alert",
+        "peer is incompatible",
+        "peer misbehaved",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
+}
+
+/// What a TLS alert sent by the node means for the user: the node refused
+/// the client's certificate (or its absence) or its TLS versions.
+fn tls_alert_hint(text: &str) -> Option<&'static str> {
+    let alert = text.split("received fatal alert: ").nth(1)?;
+    let name = alert.split(|c: char| !c.is_ascii_alphanumeric()).next()?;
+    Some(match name {
+        "CertificateRequired" => {
+            "the node requires a client certificate (tls-auth-clients yes): give the client a certificate and key signed by the node's CA"
+        }
+        "UnknownCA"
+        | "BadCertificate"
+        | "CertificateUnknown"
+        | "UnsupportedCertificate"
+        | "CertificateExpired"
+        | "CertificateRevoked"
+        | "AccessDenied" => {
+            "the node refused the client certificate: use one signed by a CA in the node's tls-ca-cert-file, and valid now"
+        }
+        "HandshakeFailure" => {
+            "the node refused the handshake: it may require a client certificate (tls-auth-clients yes), or share no cipher suite with the client"
+        }
+        "ProtocolVersion" => {
+            "the node and the client share no TLS version: check the node's tls-protocols (the client never speaks TLS older than 1.2)"
+        }
+        _ => return None,
+    })
 }

@@ -1,16 +1,19 @@
-//! TLS through rustls: a private CA, host-name verification, no plaintext fallback.
+//! TLS through rustls: a private CA, host-name verification, no plaintext
+//! fallback, client certificates, TLS versions (T24 of docs/reliability.md).
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
 
 use common::*;
-use fencelock::{Client, ErrorKind, LockOptions};
+use fencelock::{Client, ClientBuilder, ErrorKind, LockOptions};
 use fencelock_harness::TlsFiles;
 
-/// Makes a CA, a server certificate for `san`, and returns the files. None
-/// (with the reason printed) when the openssl command is missing.
+/// Makes the CA `ca` (once per directory) and a certificate `name` for `san`
+/// signed by it (a server's or a client's), and returns the files. None when
+/// the openssl command is missing (the caller prints why it skips).
 fn make_certs(dir: &Path, name: &str, san: &str, ca: &str) -> Option<TlsFiles> {
     let run = |args: &[&str]| {
         let status = Command::new("openssl").args(args).current_dir(dir).output();
@@ -72,17 +75,9 @@ fn make_certs(dir: &Path, name: &str, san: &str, ca: &str) -> Option<TlsFiles> {
     })
 }
 
-fn tls_node(files: TlsFiles) -> RedisNode {
-    RedisNode::start(&NodeOptions {
-        tls: Some(files),
-        ..NodeOptions::default()
-    })
-}
-
 #[tokio::test]
 async fn tls_verifies_the_ca_and_the_host_name_and_never_falls_back() {
-    let dir = std::env::temp_dir().join(format!("fencelock-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("verify");
     let Some(good) = make_certs(&dir, "server", "DNS:localhost,IP:127.0.0.1", "ca") else {
         println!("SKIPPED: the openssl command is not installed (apt-get install openssl)");
         return;
@@ -91,37 +86,39 @@ async fn tls_verifies_the_ca_and_the_host_name_and_never_falls_back() {
     make_certs(&dir, "evil-server", "DNS:localhost", "evil-ca").unwrap();
     let ca_pem = std::fs::read(&good.ca).unwrap();
     let evil_ca_pem = std::fs::read(dir.join("evil-ca.crt")).unwrap();
-    let node = tls_node(good);
-    let mismatched = tls_node(wrong_host);
+    let nodes = RedisNode::start_each(&[tls_options(&good, &[]), tls_options(&wrong_host, &[])]);
+    let (node, mismatched) = (&nodes[0], &nodes[1]);
     let url = |node: &RedisNode, host: &str| format!("rediss://{host}:{}", node.tls_port().unwrap());
     let tls_client = |url: String, ca: &[u8]| {
         Client::builder()
             .node(url)
             .tls_ca_pem(ca.to_vec())
-            .node_timeout(ms(500))
-            .connect_timeout(ms(1000))
+            .node_timeout(GENEROUS_NODE_TIMEOUT)
+            .connect_timeout(GENEROUS_NODE_TIMEOUT)
     };
 
     // Trusted CA, matching host name (DNS and IP SAN): works.
     for host in ["localhost", "127.0.0.1"] {
-        let client = tls_client(url(&node, host), &ca_pem).build().await.unwrap();
+        let client = tls_client(url(node, host), &ca_pem).build().await.unwrap();
         let lock = client.acquire("tls", LockOptions::new(ms(1000))).await.unwrap();
         lock.release().await.unwrap();
     }
     // A CA we do not trust: refused, as a TLS error.
-    let err = tls_client(url(&node, "localhost"), &evil_ca_pem)
+    let err = tls_client(url(node, "localhost"), &evil_ca_pem)
         .build()
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
     // Trusted CA but the certificate names another host: refused.
-    let err = tls_client(url(&mismatched, "localhost"), &ca_pem)
+    let err = tls_client(url(mismatched, "localhost"), &ca_pem)
         .build()
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
     // Plaintext against the TLS port: the node counts as unreachable (the
-    // build does not fail for that), and no lock is taken over plaintext.
+    // build does not fail for that), no lock is taken over plaintext, and
+    // the refusal comes within the timeouts, not after a hang.
+    let started = Instant::now();
     let plain = Client::builder()
         .node(format!("redis://127.0.0.1:{}", node.tls_port().unwrap()))
         .node_timeout(ms(300))
@@ -134,5 +131,271 @@ async fn tls_verifies_the_ca_and_the_host_name_and_never_falls_back() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    println!(
+        "plaintext against the TLS port refused after {:?}: {err}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() < ms(500 + 300 + 2000),
+        "{:?}",
+        started.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tls_options(files: &TlsFiles, extra: &[&str]) -> NodeOptions {
+    NodeOptions {
+        tls: Some(files.clone()),
+        extra_args: extra.iter().map(|s| s.to_string()).collect(),
+        ..NodeOptions::default()
+    }
+}
+
+/// A fresh directory for one test's certificates (tests may run in parallel).
+fn temp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fencelock-tls-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn read_pem(files: &TlsFiles) -> (Vec<u8>, Vec<u8>) {
+    (
+        std::fs::read(&files.cert).unwrap(),
+        std::fs::read(&files.key).unwrap(),
+    )
+}
+
+/// A TLS client of one node, trusting `ca`, with generous timeouts: these
+/// tests are about refusals, which come at once, not about timeouts.
+fn client_of(node: &RedisNode, ca: &[u8]) -> ClientBuilder {
+    Client::builder()
+        .node(format!("rediss://127.0.0.1:{}", node.tls_port().unwrap()))
+        .tls_ca_pem(ca.to_vec())
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .connect_timeout(GENEROUS_NODE_TIMEOUT)
+}
+
+async fn lock_and_release(client: ClientBuilder) {
+    let client = client.build().await.expect("TLS client builds");
+    let lock = client
+        .acquire("tls", LockOptions::new(ms(1000)))
+        .await
+        .expect("acquire over TLS");
+    lock.release().await.expect("release over TLS");
+}
+
+/// What a client that must be refused gets: the error of `build`, or (if the
+/// build went through) of the first lock. Printed, with how long it took.
+async fn refusal(client: ClientBuilder) -> fencelock::Error {
+    let started = Instant::now();
+    let err = match client.build().await {
+        Err(err) => err,
+        Ok(client) => client
+            .try_acquire("tls", LockOptions::new(ms(1000)))
+            .await
+            .expect_err("a lock taken over a connection that should be refused"),
+    };
+    println!("refused after {:?} ({}): {err}", started.elapsed(), err.kind());
+    // A refusal, not a hang until the (generous) timeouts.
+    assert!(
+        started.elapsed() < GENEROUS_NODE_TIMEOUT,
+        "{:?}",
+        started.elapsed()
+    );
+    err
+}
+
+/// T24, client certificates: a node with `tls-auth-clients yes` takes locks
+/// from a client with a certificate signed by its CA, and refuses one without
+/// a certificate (TLS 1.3: alert `CertificateRequired`; TLS 1.2: alert
+/// `HandshakeFailure`) or with a certificate from another CA (`UnknownCA`),
+/// as an `ErrorKind::Tls` error whose message names the client certificate.
+/// With `tls-auth-clients optional`, a certificate is not needed.
+#[tokio::test]
+async fn tls_client_certificates_when_the_node_requires_them() {
+    let dir = temp_dir("mtls");
+    let Some(server) = make_certs(&dir, "server", "DNS:localhost,IP:127.0.0.1", "ca") else {
+        println!("SKIPPED: the openssl command is not installed (apt-get install openssl)");
+        return;
+    };
+    let (cert, key) = read_pem(&make_certs(&dir, "client", "DNS:fencelock-client", "ca").unwrap());
+    let (evil_cert, evil_key) =
+        read_pem(&make_certs(&dir, "evil-client", "DNS:fencelock-client", "evil-ca").unwrap());
+    let ca_pem = std::fs::read(&server.ca).unwrap();
+    let nodes = RedisNode::start_each(&[
+        tls_options(&server, &["--tls-auth-clients", "yes"]),
+        tls_options(
+            &server,
+            &["--tls-auth-clients", "yes", "--tls-protocols", "TLSv1.2"],
+        ),
+        tls_options(&server, &["--tls-auth-clients", "optional"]),
+    ]);
+    let (required, required_tls12, optional) = (&nodes[0], &nodes[1], &nodes[2]);
+
+    for node in [required, required_tls12] {
+        // With a certificate signed by the node's CA: locks work.
+        lock_and_release(client_of(node, &ca_pem).tls_client_cert_pem(cert.clone(), key.clone())).await;
+        // Without one, or with one from a CA the node does not trust: refused,
+        // and the message says the client certificate is the problem.
+        for client in [
+            client_of(node, &ca_pem),
+            client_of(node, &ca_pem).tls_client_cert_pem(evil_cert.clone(), evil_key.clone()),
+        ] {
+            let err = refusal(client).await;
+            assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+            assert!(err.to_string().contains("client certificate"), "{err}");
+        }
+    }
+    // `tls-auth-clients optional`: with or without a certificate.
+    lock_and_release(client_of(optional, &ca_pem)).await;
+    lock_and_release(client_of(optional, &ca_pem).tls_client_cert_pem(cert, key)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// T24, TLS versions. What is and is not configurable, and why:
+///
+/// - fencelock has no TLS-version option. redis-rs 1.8 builds the rustls
+///   `ClientConfig` itself (`create_rustls_config`, with
+///   `ClientConfig::builder()`, i.e. rustls's default versions) and takes
+///   only certificates (`redis::TlsCertificates`): no redis-rs API sets the
+///   protocol versions, for single nodes or clusters. (Only
+///   `aio::MultiplexedConnection::new_with_config`, which takes a stream the
+///   caller connected itself, would allow it, for single nodes only: that
+///   would mean doing the TLS handshake in fencelock.)
+/// - The client speaks TLS 1.3 and TLS 1.2 (rustls's defaults, `tls12` is
+///   enabled), never TLS 1.1 or older: rustls does not implement them.
+/// - The minimum is therefore set on the server: `tls-protocols "TLSv1.3"`
+///   makes TLS 1.3 the only version, and fencelock works with it.
+/// - A process can make its clients TLS 1.3-only by installing, before the
+///   first fencelock client is built, a process-default rustls
+///   `CryptoProvider` with only TLS 1.3 cipher suites (rustls offers no
+///   version it has no suite for; fencelock installs ring's default provider
+///   only when none is installed): see
+///   `tls_1_3_only_through_the_process_crypto_provider`.
+///
+/// A node limited to a version the client does not speak refuses the
+/// handshake (alert `ProtocolVersion`): an `ErrorKind::Tls` error that names
+/// the node's `tls-protocols`, not a node reported as unavailable.
+#[tokio::test]
+async fn tls_versions_1_3_and_1_2_work_and_1_1_is_never_negotiated() {
+    let dir = temp_dir("versions");
+    let Some(server) = make_certs(&dir, "server", "DNS:localhost,IP:127.0.0.1", "ca") else {
+        println!("SKIPPED: the openssl command is not installed (apt-get install openssl)");
+        return;
+    };
+    let ca_pem = std::fs::read(&server.ca).unwrap();
+    // TLS 1.1 needs the server's OpenSSL at security level 0 (OpenSSL 3 allows
+    // it at no higher level); without that the node would refuse every
+    // handshake itself and prove nothing about the client.
+    let tls11 = [
+        "--tls-protocols",
+        "TLSv1.1",
+        "--tls-ciphers",
+        "DEFAULT:@SECLEVEL=0",
+    ];
+    let versions = [
+        tls_options(&server, &["--tls-protocols", "TLSv1.3"]),
+        tls_options(&server, &["--tls-protocols", "TLSv1.2"]),
+        tls_options(&server, &tls11),
+    ];
+    let started = std::panic::catch_unwind(|| RedisNode::start_each(&versions));
+    let nodes = started.unwrap_or_else(|_| {
+        println!(
+            "SKIPPED the TLS 1.1 part: redis-server would not start with {tls11:?} (see the panic above)"
+        );
+        RedisNode::start_each(&versions[..2])
+    });
+
+    // TLS 1.3 only, then TLS 1.2 only: both work.
+    lock_and_release(client_of(&nodes[0], &ca_pem)).await;
+    lock_and_release(client_of(&nodes[1], &ca_pem)).await;
+
+    if let Some(node) = nodes.get(2) {
+        // The node does speak TLS 1.1 (to OpenSSL's own client, when it can)...
+        match openssl_ping_with_tls_1_1(node, &server.ca) {
+            Ok(()) => println!("the TLS 1.1-only node answers OpenSSL's TLS 1.1 client"),
+            Err(why) => println!("not checked that the node speaks TLS 1.1: {why}"),
+        }
+        // ...but fencelock never does: refused, as a TLS error.
+        let err = refusal(client_of(node, &ca_pem)).await;
+        assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+        assert!(err.to_string().contains("tls-protocols"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `PING` over TLS 1.1 with `openssl s_client` (security level 0).
+fn openssl_ping_with_tls_1_1(node: &RedisNode, ca: &Path) -> Result<(), String> {
+    use std::io::Write;
+    let mut child = Command::new("timeout")
+        .args(["5", "openssl", "s_client", "-brief", "-ign_eof", "-tls1_1"])
+        .args(["-cipher", "DEFAULT:@SECLEVEL=0", "-CAfile"])
+        .arg(ca)
+        .args(["-connect", &format!("127.0.0.1:{}", node.tls_port().unwrap())])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run openssl s_client: {e}"))?;
+    let _ = child.stdin.take().unwrap().write_all(b"PING\r\nQUIT\r\n");
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    if stdout.contains("+PONG") && stderr.contains("Protocol version: TLSv1.1") {
+        Ok(())
+    } else {
+        Err(format!("openssl s_client -tls1_1 said: {stdout} {stderr}"))
+    }
+}
+
+/// T24, TLS 1.3 as the client's minimum: a process whose default rustls
+/// `CryptoProvider` has only TLS 1.3 cipher suites (installed before the
+/// first client) reaches a TLS 1.3 node and is refused by a TLS 1.2-only one.
+/// The provider is process-wide, so this runs in a child process: this test
+/// binary again, with only this test and `FENCELOCK_TLS13_ONLY` set.
+#[tokio::test]
+async fn tls_1_3_only_through_the_process_crypto_provider() {
+    const NAME: &str = "tls_1_3_only_through_the_process_crypto_provider";
+    if std::env::var_os("FENCELOCK_TLS13_ONLY").is_none() {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env("FENCELOCK_TLS13_ONLY", "1")
+            .output()
+            .unwrap();
+        let output = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        println!("child process:\n{output}");
+        assert!(
+            out.status.success() && output.contains("1 passed"),
+            "the child failed"
+        );
+        return;
+    }
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider
+        .cipher_suites
+        .retain(|suite| suite.version() == &rustls::version::TLS13);
+    provider
+        .install_default()
+        .expect("no crypto provider installed yet in this process");
+
+    let dir = temp_dir("tls13-only");
+    let Some(server) = make_certs(&dir, "server", "DNS:localhost,IP:127.0.0.1", "ca") else {
+        println!("SKIPPED: the openssl command is not installed (apt-get install openssl)");
+        return;
+    };
+    let ca_pem = std::fs::read(&server.ca).unwrap();
+    let nodes = RedisNode::start_each(&[
+        tls_options(&server, &["--tls-protocols", "TLSv1.3"]),
+        tls_options(&server, &["--tls-protocols", "TLSv1.2"]),
+    ]);
+    lock_and_release(client_of(&nodes[0], &ca_pem)).await;
+    let err = refusal(client_of(&nodes[1], &ca_pem)).await;
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 pub struct NodeOptions {
     /// Append-only file with `appendfsync always`: keys and fencing counters survive a restart.
     pub aof: bool,
-    /// Extra `redis-server` arguments, e.g. `["--maxmemory", "4mb"]`.
+    /// Extra `redis-server` arguments, e.g. `["--maxmemory", "4mb"]`. They
+    /// come last, so they override the harness's own settings (e.g.
+    /// `["--tls-auth-clients", "yes"]` or `["--tls-protocols", "TLSv1.3"]`).
     pub extra_args: Vec<String>,
     /// Run with `cluster-enabled yes` (used by [`crate::RedisCluster`]).
     pub cluster: bool,
@@ -30,7 +32,8 @@ pub struct TlsFiles {
     pub cert: PathBuf,
     /// Its private key.
     pub key: PathBuf,
-    /// The CA that signed client certificates (client certificates are not required).
+    /// The CA that signed client certificates (not required unless
+    /// [`NodeOptions::extra_args`] say `--tls-auth-clients yes`).
     pub ca: PathBuf,
 }
 
@@ -78,6 +81,18 @@ impl RedisNode {
         nodes
     }
 
+    /// Starts one node per entry of `options`, all at once like
+    /// [`RedisNode::start_many`]. Spawned from the calling thread on purpose:
+    /// a node dies with the thread that spawned it (`PR_SET_PDEATHSIG`), so
+    /// do not start nodes from short-lived threads.
+    pub fn start_each(options: &[NodeOptions]) -> Vec<RedisNode> {
+        let nodes: Vec<RedisNode> = options.iter().cloned().map(RedisNode::spawn).collect();
+        for node in &nodes {
+            node.wait_ready();
+        }
+        nodes
+    }
+
     fn spawn(options: NodeOptions) -> RedisNode {
         let dir = std::env::temp_dir().join(format!(
             "fencelock-redis-{}-{}",
@@ -110,7 +125,6 @@ impl RedisNode {
             } else {
                 ["--appendonly", "no", "--appendfsync", "everysec"]
             })
-            .args(&self.options.extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -130,6 +144,8 @@ impl RedisNode {
                 .arg("--cluster-config-file")
                 .arg(self.dir.join("nodes.conf"));
         }
+        // Last: a later directive overrides an earlier one.
+        command.args(&self.options.extra_args);
         // If this process dies without running destructors, take the server with it.
         // SAFETY: only async-signal-safe prctl is called between fork and exec.
         unsafe {
