@@ -1,5 +1,6 @@
 //! The holder's own process fails: crash, pause, plain expiry
-//! (reliability.md T04, T05, T14 with T17).
+//! (reliability.md T04, T05, T14 with T17), and T17's check-and-set
+//! variant of fencing.
 
 mod faults_support;
 
@@ -148,5 +149,210 @@ async fn t14_paused_holder_wakes_up_refused() {
         );
         assert!(lock_b.is_held(), "run {run}: A's wake-up disturbed B");
         lock_b.release().await.expect("B's key was intact on a majority");
+    }
+}
+
+/// T17, antirez's check-and-set variant of fencing: the storage (a separate
+/// Redis node) keeps an `owner` next to the protected value. Right after
+/// acquiring, a holder *claims* the resource (`owner = its fencing token`,
+/// only if the stored owner is older), and every write succeeds only while
+/// `owner` still equals the writer's token. Each run: A acquires (ttl
+/// 200 ms, no renewal), claims and writes; A's lease runs out; B acquires,
+/// is refused a write before it claims, claims and writes; then A, which
+/// does not look at its lock (as a paused process would not), writes again,
+/// tries to claim again, and sends a plain fenced write (`FENCED_SET`,
+/// token ≥ stored fence) for comparison. Every stale write and stale claim
+/// must be refused and the storage must keep B's value: 20 runs in CI, 100
+/// long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t17_check_and_set_storage_refuses_the_expired_holder() {
+    let runs = scale("t17_cas", 20, 100);
+    let started = Instant::now();
+    let mut nodes = RedisNode::start_many(4, &NodeOptions::default());
+    let storage = nodes.pop().unwrap();
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let build = |urls: Vec<String>| {
+        builder_for(urls)
+            .node_timeout(GENEROUS_NODE_TIMEOUT)
+            .retry(RetryPolicy::new(ms(5), ms(20)))
+            .build()
+    };
+    let (a, b) = (build(urls.clone()).await.unwrap(), build(urls).await.unwrap());
+    // Plain fenced writes go to the first node of a client: the storage.
+    let fenced = build(vec![storage.url()]).await.unwrap();
+    let mut store = CasStore::connect(&storage).await;
+    let ttl = ms(200);
+    let fixed = LockOptions::new(ttl).auto_renew(false).wait(ms(3000));
+    let mut stale = StaleCounts::default();
+    for run in 0..runs {
+        let resource = format!("t17:{run}");
+        let (data, fenced_data) = (format!("data:t17:cas:{run}"), format!("data:t17:fenced:{run}"));
+        let lock_a = a.acquire(&resource, fixed.clone()).await.unwrap();
+        let token_a = lock_a.fencing_token();
+        assert!(
+            store.claim(&data, token_a).await,
+            "run {run}: A's claim of a new resource"
+        );
+        assert!(
+            store.write(&data, token_a, "A").await,
+            "run {run}: A's write as owner"
+        );
+        fenced.fenced_set(&fenced_data, "A", token_a).await.unwrap();
+
+        // A's lease runs out (no renewal); B gets the lock once the keys expire.
+        assert!(
+            wait_until(ttl + ms(2000), || !lock_a.is_held()).await,
+            "run {run}: A's lease without renewal did not end"
+        );
+        let lock_b = b
+            .acquire(&resource, fixed.clone())
+            .await
+            .unwrap_or_else(|e| panic!("run {run}: B never got the expired lock: {e}"));
+        let token_b = lock_b.fencing_token();
+        assert!(
+            token_b > token_a,
+            "run {run}: B's token {token_b} ≤ A's {token_a}"
+        );
+        if store.write(&data, token_b, "B-unclaimed").await {
+            stale.unclaimed_writes += 1;
+        }
+        assert!(
+            store.claim(&data, token_b).await,
+            "run {run}: B's claim over A's older one"
+        );
+        assert!(
+            store.write(&data, token_b, "B").await,
+            "run {run}: B's write as owner"
+        );
+        fenced.fenced_set(&fenced_data, "B", token_b).await.unwrap();
+
+        // A wakes up and writes without looking at its lock.
+        if store.write(&data, token_a, "A-late").await {
+            stale.cas_writes += 1;
+        }
+        if store.claim(&data, token_a).await {
+            stale.claims += 1;
+        }
+        match fenced.fenced_set(&fenced_data, "A-late", token_a).await {
+            Ok(()) => stale.fenced_writes += 1,
+            Err(e) => assert_eq!(e.kind(), ErrorKind::StaleToken, "run {run}: {e}"),
+        }
+        assert_eq!(
+            store.read(&data).await,
+            (Some("B".to_owned()), Some(token_b)),
+            "run {run}: value and owner after A's stale attempts"
+        );
+        assert_eq!(
+            fenced.fenced_get(&fenced_data).await.unwrap(),
+            Some(("B".to_owned(), token_b)),
+            "run {run}: fenced value after A's stale write"
+        );
+        assert!(lock_b.is_held(), "run {run}: B lost the lock during the run");
+        lock_b.release().await.unwrap();
+        assert_eq!(
+            lock_a.release().await.map_err(|e| e.kind()),
+            Err(ErrorKind::NotHeld)
+        );
+    }
+    eprintln!(
+        "t17_cas: {runs} runs in {:?}; accepted stale writes: check-and-set {}/{runs}, \
+         FENCED_SET {}/{runs}; accepted stale re-claims {}/{runs}; \
+         B's writes before its claim accepted {}/{runs}",
+        started.elapsed(),
+        stale.cas_writes,
+        stale.fenced_writes,
+        stale.claims,
+        stale.unclaimed_writes
+    );
+    assert_eq!(stale.cas_writes, 0, "check-and-set storage accepted stale writes");
+    assert_eq!(stale.fenced_writes, 0, "FENCED_SET accepted stale writes");
+    assert_eq!(stale.claims, 0, "a stale holder re-claimed the resource");
+    assert_eq!(
+        stale.unclaimed_writes, 0,
+        "a write passed without the owner's token"
+    );
+}
+
+/// What got through in T17's check-and-set runs (each must stay 0).
+#[derive(Default)]
+struct StaleCounts {
+    cas_writes: u32,
+    fenced_writes: u32,
+    claims: u32,
+    unclaimed_writes: u32,
+}
+
+/// The storage side of antirez's check-and-set variant: a hash with fields
+/// `owner` (a fencing token, canonical decimal) and `value`.
+struct CasStore {
+    connection: redis::aio::MultiplexedConnection,
+    claim: redis::Script,
+    write: redis::Script,
+}
+
+impl CasStore {
+    /// `CLAIM(KEYS = {data}, ARGV = {token})`: `owner = token` unless the
+    /// stored owner is newer (the same token may claim again). Tokens stay
+    /// below 2^53, so Lua's numbers compare them exactly.
+    const CLAIM: &str = r"
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner and tonumber(owner) > tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1])
+return 1
+";
+
+    /// `WRITE(KEYS = {data}, ARGV = {token, value})`: only while the owner
+    /// is the writer.
+    const WRITE: &str = r"
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'value', ARGV[2])
+return 1
+";
+
+    async fn connect(node: &RedisNode) -> CasStore {
+        let connection = redis::Client::open(node.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        CasStore {
+            connection,
+            claim: redis::Script::new(Self::CLAIM),
+            write: redis::Script::new(Self::WRITE),
+        }
+    }
+
+    async fn claim(&mut self, key: &str, token: u64) -> bool {
+        let accepted: i64 = self
+            .claim
+            .key(key)
+            .arg(token)
+            .invoke_async(&mut self.connection)
+            .await
+            .unwrap();
+        accepted == 1
+    }
+
+    async fn write(&mut self, key: &str, token: u64, value: &str) -> bool {
+        let accepted: i64 = self
+            .write
+            .key(key)
+            .arg(token)
+            .arg(value)
+            .invoke_async(&mut self.connection)
+            .await
+            .unwrap();
+        accepted == 1
+    }
+
+    /// `(value, owner)`.
+    async fn read(&mut self, key: &str) -> (Option<String>, Option<u64>) {
+        redis::cmd("HMGET")
+            .arg(key)
+            .arg("value")
+            .arg("owner")
+            .query_async(&mut self.connection)
+            .await
+            .unwrap()
     }
 }

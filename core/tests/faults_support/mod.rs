@@ -4,6 +4,7 @@
 #![allow(dead_code, unused_imports, missing_docs)]
 
 pub mod child;
+pub mod clock;
 #[path = "../common/mod.rs"]
 mod common;
 
