@@ -89,6 +89,27 @@ pub struct Connection {
     /// PEM private key of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert", global = true)]
     pub tls_key: Option<PathBuf>,
+
+    /// Oldest TLS version accepted from rediss:// nodes (TLS 1.0 and 1.1 are never spoken).
+    #[arg(
+        long,
+        value_name = "VERSION",
+        value_enum,
+        default_value = "1.2",
+        global = true
+    )]
+    pub tls_min_version: TlsMinVersion,
+}
+
+/// A `--tls-min-version` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsMinVersion {
+    /// TLS 1.2 and 1.3.
+    #[value(name = "1.2")]
+    V1_2,
+    /// TLS 1.3 only.
+    #[value(name = "1.3")]
+    V1_3,
 }
 
 /// What to do.

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use fencelock::{Client, ClientBuilder, Error, ErrorKind};
+use fencelock::{Client, ClientBuilder, Error, ErrorKind, TlsVersion};
 
-use crate::args::Connection;
+use crate::args::{Connection, TlsMinVersion};
 
 /// Connects to the nodes the flags (or `FENCELOCK_NODES`) name.
 pub async fn connect(connection: &Connection) -> Result<Client, Error> {
@@ -21,7 +21,11 @@ fn builder(connection: &Connection) -> Result<ClientBuilder, Error> {
     let mut builder = Client::builder()
         .nodes(connection.nodes.iter().map(|node| node.trim()))
         .key_prefix(connection.key_prefix.as_str())
-        .node_timeout(connection.node_timeout);
+        .node_timeout(connection.node_timeout)
+        .tls_min_version(match connection.tls_min_version {
+            TlsMinVersion::V1_2 => TlsVersion::V1_2,
+            TlsMinVersion::V1_3 => TlsVersion::V1_3,
+        });
     if let Some(user) = &connection.username {
         builder = builder.username(user.as_str());
     }

@@ -195,6 +195,32 @@ fn exit_codes_follow_the_documented_table() {
     );
     assert_eq!(code(&output(&nodes, &["run", "codes"])), 2);
     assert_eq!(code(&output(&nodes, &["run", "", "--", "true"])), 2);
+    let old_tls = output(
+        &nodes,
+        &["--tls-min-version", "1.1", "run", "codes", "--", "true"],
+    );
+    assert_eq!(code(&old_tls), 2);
+    assert!(text(&old_tls.stderr).contains("1.3"), "{}", text(&old_tls.stderr));
+    // A TLS minimum above 1.2 on a Redis Cluster node: a configuration error.
+    let cluster = output(
+        &[],
+        &[
+            "--node",
+            "rediss+cluster://127.0.0.1:1",
+            "--tls-min-version",
+            "1.3",
+            "run",
+            "codes",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code(&cluster), 2, "{}", text(&cluster.stderr));
+    assert!(
+        text(&cluster.stderr).contains("tls-protocols"),
+        "{}",
+        text(&cluster.stderr)
+    );
 
     // Nobody listening: Redis unavailable.
     let dead = start_nodes(1);

@@ -8,8 +8,9 @@ use crate::client::Client;
 use crate::endpoint::Endpoint;
 use crate::error::{Error, Result};
 use crate::keys::{DEFAULT_PREFIX, validate_prefix};
-use crate::node::{NodeSettings, TlsMaterial};
+use crate::node::NodeSettings;
 use crate::options::{LockDefaults, LockOptions};
+use crate::tls::{TlsMaterial, TlsVersion};
 
 /// The largest clock-drift factor accepted (10 %).
 pub const MAX_DRIFT_FACTOR: f64 = 0.1;
@@ -160,6 +161,17 @@ impl ClientBuilder {
         self
     }
 
+    /// The oldest TLS version accepted from `rediss://` nodes (default
+    /// [`TlsVersion::V1_2`]; TLS 1.0 and 1.1 are never spoken). With
+    /// [`TlsVersion::V1_3`], a node that offers only TLS 1.2 fails with
+    /// [`crate::ErrorKind::Tls`]. Not available for `rediss+cluster://` nodes,
+    /// whose TLS redis-rs sets up: restrict those with the servers'
+    /// `tls-protocols`.
+    pub fn tls_min_version(mut self, version: TlsVersion) -> Self {
+        self.tls.min_version = version;
+        self
+    }
+
     /// Allows a quorum that mixes `rediss://` and `redis://` nodes (refused by
     /// default: one plaintext node weakens the whole quorum).
     pub fn allow_mixed_tls(mut self, allow: bool) -> Self {
@@ -259,6 +271,7 @@ impl fmt::Debug for ClientBuilder {
             .field("retry", &self.retry)
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("tls_min_version", &self.tls.min_version)
             .finish_non_exhaustive()
     }
 }

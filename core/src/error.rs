@@ -316,7 +316,7 @@ fn tls_alert_hint(text: &str) -> Option<&'static str> {
             "the node refused the handshake: it may require a client certificate (tls-auth-clients yes), or share no cipher suite with the client"
         }
         "ProtocolVersion" => {
-            "the node and the client share no TLS version: check the node's tls-protocols (the client never speaks TLS older than 1.2)"
+            "the node and the client share no TLS version: check the node's tls-protocols and the client's TLS minimum (the client never speaks TLS older than 1.2)"
         }
         _ => return None,
     })

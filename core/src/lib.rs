@@ -60,6 +60,7 @@ mod options;
 mod quorum;
 mod runtime;
 mod scripts;
+mod tls;
 mod token;
 mod watchdog;
 
@@ -72,4 +73,5 @@ pub use keys::{DEFAULT_PREFIX, MAX_PREFIX_LEN, MAX_RESOURCE_LEN};
 pub use lock::{Lock, LockStatus, LossReason};
 pub use options::{LockOptions, MAX_TTL, MAX_WAIT, MIN_TTL};
 pub use runtime::{block_on, handle as runtime_handle};
+pub use tls::TlsVersion;
 pub use token::TOKEN_BYTES;

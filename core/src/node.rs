@@ -15,13 +15,7 @@ use tokio::time::timeout;
 use crate::endpoint::{Endpoint, Topology};
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, classify_redis_error};
 use crate::scripts::LuaScript;
-
-/// TLS material shared by every node of a client.
-#[derive(Clone, Default)]
-pub(crate) struct TlsMaterial {
-    pub(crate) root_ca_pem: Option<Vec<u8>>,
-    pub(crate) client_cert_pem: Option<(Vec<u8>, Vec<u8>)>,
-}
+use crate::tls::{OwnTls, TlsMaterial};
 
 /// What a node needs to connect.
 pub(crate) struct NodeSettings {
@@ -37,6 +31,8 @@ pub(crate) struct NodeSettings {
 #[derive(Clone)]
 enum Factory {
     Standalone(redis::Client),
+    /// A `rediss://` node with TLS settings redis-rs cannot apply.
+    OwnTls(OwnTls),
     Cluster(redis::cluster::ClusterClient),
 }
 
@@ -155,7 +151,17 @@ impl Node {
             root_cert: settings.tls.root_ca_pem.clone(),
         };
         let has_custom_tls = certs.client_tls.is_some() || certs.root_cert.is_some();
+        let own_tls = endpoint.tls && settings.tls.needs_own_handshake();
         let factory = match endpoint.topology {
+            Topology::Standalone if own_tls => {
+                Factory::OwnTls(OwnTls::new(&info, &settings.tls, &endpoint.to_string())?)
+            }
+            Topology::Cluster if own_tls => {
+                return Err(Error::config(format!(
+                    "node {endpoint}: a TLS minimum version above 1.2 cannot be applied to a Redis Cluster \
+                     (redis-rs builds its TLS); set tls-protocols on the cluster's nodes instead"
+                )));
+            }
             Topology::Standalone if endpoint.tls && has_custom_tls => Factory::Standalone(
                 redis::Client::build_with_tls(info, certs).map_err(|e| config_error(&endpoint, e))?,
             ),
@@ -310,6 +316,11 @@ impl Factory {
                 let mut conn = client
                     .get_multiplexed_async_connection_with_config(&config)
                     .await?;
+                preload_scripts(&mut conn).await;
+                Ok(Connection::Standalone(conn))
+            }
+            Factory::OwnTls(tls) => {
+                let mut conn = tls.connect(connect_timeout).await?;
                 preload_scripts(&mut conn).await;
                 Ok(Connection::Standalone(conn))
             }

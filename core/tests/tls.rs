@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use common::*;
-use fencelock::{Client, ClientBuilder, ErrorKind, LockOptions};
+use fencelock::{Client, ClientBuilder, ErrorKind, LockOptions, TlsVersion};
 use fencelock_harness::TlsFiles;
 
 /// Makes the CA `ca` (once per directory) and a certificate `name` for `san`
@@ -252,30 +252,12 @@ async fn tls_client_certificates_when_the_node_requires_them() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// T24, TLS versions. What is and is not configurable, and why:
-///
-/// - fencelock has no TLS-version option. redis-rs 1.8 builds the rustls
-///   `ClientConfig` itself (`create_rustls_config`, with
-///   `ClientConfig::builder()`, i.e. rustls's default versions) and takes
-///   only certificates (`redis::TlsCertificates`): no redis-rs API sets the
-///   protocol versions, for single nodes or clusters. (Only
-///   `aio::MultiplexedConnection::new_with_config`, which takes a stream the
-///   caller connected itself, would allow it, for single nodes only: that
-///   would mean doing the TLS handshake in fencelock.)
-/// - The client speaks TLS 1.3 and TLS 1.2 (rustls's defaults, `tls12` is
-///   enabled), never TLS 1.1 or older: rustls does not implement them.
-/// - The minimum is therefore set on the server: `tls-protocols "TLSv1.3"`
-///   makes TLS 1.3 the only version, and fencelock works with it.
-/// - A process can make its clients TLS 1.3-only by installing, before the
-///   first fencelock client is built, a process-default rustls
-///   `CryptoProvider` with only TLS 1.3 cipher suites (rustls offers no
-///   version it has no suite for; fencelock installs ring's default provider
-///   only when none is installed): see
-///   `tls_1_3_only_through_the_process_crypto_provider`.
-///
-/// A node limited to a version the client does not speak refuses the
-/// handshake (alert `ProtocolVersion`): an `ErrorKind::Tls` error that names
-/// the node's `tls-protocols`, not a node reported as unavailable.
+/// T24, TLS versions: the client speaks TLS 1.3 and 1.2 by default (rustls
+/// implements nothing older), so a TLS 1.3-only and a TLS 1.2-only node both
+/// work, and a node limited to TLS 1.1 refuses the handshake (alert
+/// `ProtocolVersion`): an `ErrorKind::Tls` error that names the node's
+/// `tls-protocols`, not a node reported as unavailable. Raising the client's
+/// minimum is `tls_min_version_1_3_refuses_a_tls_1_2_node`.
 #[tokio::test]
 async fn tls_versions_1_3_and_1_2_work_and_1_1_is_never_negotiated() {
     let dir = temp_dir("versions");
@@ -350,52 +332,79 @@ fn openssl_ping_with_tls_1_1(node: &RedisNode, ca: &Path) -> Result<(), String> 
     }
 }
 
-/// T24, TLS 1.3 as the client's minimum: a process whose default rustls
-/// `CryptoProvider` has only TLS 1.3 cipher suites (installed before the
-/// first client) reaches a TLS 1.3 node and is refused by a TLS 1.2-only one.
-/// The provider is process-wide, so this runs in a child process: this test
-/// binary again, with only this test and `FENCELOCK_TLS13_ONLY` set.
+/// T24, TLS 1.3 as the client's minimum (`ClientBuilder::tls_min_version`):
+/// fencelock then does the handshake itself (redis-rs cannot be told the
+/// versions) and must keep every promise redis-rs's TLS keeps: a TLS 1.3
+/// node works, with a password and with a client certificate; a TLS
+/// 1.2-only node, a host-name mismatch, an untrusted CA and a missing
+/// client certificate are refused as `Tls`; a wrong password is `Auth`; and
+/// a Redis Cluster node, whose TLS redis-rs owns, is a configuration error.
 #[tokio::test]
-async fn tls_1_3_only_through_the_process_crypto_provider() {
-    const NAME: &str = "tls_1_3_only_through_the_process_crypto_provider";
-    if std::env::var_os("FENCELOCK_TLS13_ONLY").is_none() {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
-            .env("FENCELOCK_TLS13_ONLY", "1")
-            .output()
-            .unwrap();
-        let output = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        println!("child process:\n{output}");
-        assert!(
-            out.status.success() && output.contains("1 passed"),
-            "the child failed"
-        );
-        return;
-    }
-    let mut provider = rustls::crypto::ring::default_provider();
-    provider
-        .cipher_suites
-        .retain(|suite| suite.version() == &rustls::version::TLS13);
-    provider
-        .install_default()
-        .expect("no crypto provider installed yet in this process");
-
-    let dir = temp_dir("tls13-only");
+async fn tls_min_version_1_3_refuses_a_tls_1_2_node() {
+    let dir = temp_dir("min-version");
     let Some(server) = make_certs(&dir, "server", "DNS:localhost,IP:127.0.0.1", "ca") else {
         println!("SKIPPED: the openssl command is not installed (apt-get install openssl)");
         return;
     };
+    let wrong_name = make_certs(&dir, "wrong", "DNS:wrong.example", "ca").unwrap();
+    let (cert, key) = read_pem(&make_certs(&dir, "client", "DNS:fencelock-client", "ca").unwrap());
+    let evil = make_certs(&dir, "evil", "DNS:localhost,IP:127.0.0.1", "evil-ca").unwrap();
     let ca_pem = std::fs::read(&server.ca).unwrap();
+    let evil_ca_pem = std::fs::read(&evil.ca).unwrap();
     let nodes = RedisNode::start_each(&[
-        tls_options(&server, &["--tls-protocols", "TLSv1.3"]),
+        tls_options(
+            &server,
+            // An ACL user (the default user stays open for the harness's PING).
+            &[
+                "--tls-protocols",
+                "TLSv1.3",
+                "--user",
+                "tls-user",
+                "on",
+                ">tls-pass",
+                "~*",
+                "+@all",
+            ],
+        ),
         tls_options(&server, &["--tls-protocols", "TLSv1.2"]),
+        tls_options(&server, &["--tls-auth-clients", "yes"]),
+        tls_options(&wrong_name, &[]),
     ]);
-    lock_and_release(client_of(&nodes[0], &ca_pem)).await;
-    let err = refusal(client_of(&nodes[1], &ca_pem)).await;
+    let (tls13, tls12, mutual, misnamed) = (&nodes[0], &nodes[1], &nodes[2], &nodes[3]);
+    let strict = |node: &RedisNode, ca: &[u8]| client_of(node, ca).tls_min_version(TlsVersion::V1_3);
+
+    let user = |password: &str| strict(tls13, &ca_pem).username("tls-user").password(password);
+    lock_and_release(user("tls-pass")).await;
+    let err = refusal(user("not-the-password")).await;
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(!err.to_string().contains("not-the-password"), "{err}");
+
+    let err = refusal(strict(tls12, &ca_pem)).await;
     assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+    assert!(err.to_string().contains("tls-protocols"), "{err}");
+    // The same node is fine for a client with the default minimum.
+    lock_and_release(client_of(tls12, &ca_pem)).await;
+
+    lock_and_release(strict(mutual, &ca_pem).tls_client_cert_pem(cert, key)).await;
+    let err = refusal(strict(mutual, &ca_pem)).await;
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+    assert!(err.to_string().contains("client certificate"), "{err}");
+
+    for (what, client) in [
+        ("host-name mismatch", strict(misnamed, &ca_pem)),
+        ("untrusted CA", strict(mutual, &evil_ca_pem)),
+    ] {
+        let err = refusal(client).await;
+        assert_eq!(err.kind(), ErrorKind::Tls, "{what}: {err}");
+    }
+
+    let err = Client::builder()
+        .node("rediss+cluster://127.0.0.1:1")
+        .tls_min_version(TlsVersion::V1_3)
+        .build()
+        .await
+        .expect_err("a cluster node cannot take a TLS minimum");
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    assert!(err.to_string().contains("tls-protocols"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
