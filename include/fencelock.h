@@ -251,6 +251,32 @@ typedef int32_t fencelock_loss_reason;
 #endif // __cplusplus
 
 /**
+ * A TLS protocol version, for [`fencelock_options_set_tls_min_version`].
+ * The values are stable: 10 times the major version plus the minor one.
+ */
+enum fencelock_tls_version
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * TLS 1.2 (and 1.3): the default. Older versions are never spoken.
+   */
+  FENCELOCK_TLS_VERSION_1_2 = 12,
+  /**
+   * TLS 1.3 only.
+   */
+  FENCELOCK_TLS_VERSION_1_3 = 13,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum fencelock_tls_version fencelock_tls_version;
+#else
+typedef int32_t fencelock_tls_version;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * A client of one Redis node (single-node locks) or of N independent
  * masters (Redlock, quorum N/2+1).
  *
@@ -294,7 +320,9 @@ typedef struct fencelock_operation fencelock_operation;
  * Client settings, filled in by the `fencelock_options_set_*` functions and
  * read by [`crate::fencelock_client_new`], which validates them all at once
  * (a setter never rejects a value for its range; the client does, with a
- * message that says what is wrong).
+ * message that says what is wrong). A setter fails only for a NULL or
+ * non-UTF-8 argument or an enum value this library does not define, and
+ * then leaves every setting as it was.
  *
  * Owned by the caller; freed with [`fencelock_options_free`] (the client
  * keeps its own copy, so free them right after `fencelock_client_new`).
@@ -899,6 +927,24 @@ fencelock_status fencelock_options_set_tls_client_cert_pem(struct fencelock_opti
                                                            size_t cert_len,
                                                            const uint8_t *key,
                                                            size_t key_len);
+
+/**
+ * Sets the oldest TLS version accepted from `rediss://` nodes (default
+ * `FENCELOCK_TLS_VERSION_1_2`; TLS 1.0 and 1.1 are never spoken). With
+ * `FENCELOCK_TLS_VERSION_1_3`, a node that offers only TLS 1.2 fails with
+ * `FENCELOCK_STATUS_TLS`. Not available for `rediss+cluster://` nodes: with
+ * a 1.3 minimum, `fencelock_client_new` refuses them with
+ * `FENCELOCK_STATUS_CONFIG` (restrict those with the servers' `tls-protocols`).
+ *
+ * `version` is a `fencelock_tls_version` value, taken as `int32_t` so that
+ * any integer is safe to pass: one this library does not define returns
+ * `FENCELOCK_STATUS_INVALID_ARGUMENT` and changes nothing. Never blocks.
+ *
+ * # Safety
+ * `options` is NULL or live.
+ */
+fencelock_status fencelock_options_set_tls_min_version(struct fencelock_options *options,
+                                                       int32_t version);
 
 /**
  * The name of a status value (`"FENCELOCK_STATUS_NOT_ACQUIRED"`), or

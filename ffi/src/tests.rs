@@ -10,6 +10,10 @@ use crate::boundary::{Failure, boundary};
 use crate::error::{
     c_string, fencelock_error, fencelock_error_free, fencelock_error_message, fencelock_error_status,
 };
+use crate::options::{
+    fencelock_options_free, fencelock_options_new, fencelock_options_set_key_prefix,
+    fencelock_options_set_tls_min_version, fencelock_tls_version,
+};
 use crate::status::{fencelock_status, fencelock_status_name};
 
 #[test]
@@ -77,4 +81,44 @@ fn core_errors_keep_their_kind_and_node_detail_in_the_message() {
 fn interior_nul_does_not_cut_a_message_short() {
     let text = c_string("before\0after".to_owned());
     assert_eq!(text.to_str().unwrap(), "before\u{FFFD}after");
+}
+
+#[test]
+fn a_refused_setter_argument_leaves_the_options_as_they_were() {
+    use fencelock_status::*;
+    let mut options = ptr::null_mut();
+    // SAFETY: `options` is a valid out-pointer, then a live options object.
+    unsafe {
+        assert_eq!(fencelock_options_new(&mut options), FENCELOCK_STATUS_OK);
+        assert_eq!(
+            fencelock_options_set_key_prefix(options, c"kept:".as_ptr()),
+            FENCELOCK_STATUS_OK
+        );
+        let v1_3 = fencelock_tls_version::FENCELOCK_TLS_VERSION_1_3 as i32;
+        assert_eq!(
+            fencelock_options_set_tls_min_version(options, v1_3),
+            FENCELOCK_STATUS_OK
+        );
+        for bad in [11, 14, -1, 0, i32::MIN, i32::MAX] {
+            assert_eq!(
+                fencelock_options_set_tls_min_version(options, bad),
+                FENCELOCK_STATUS_INVALID_ARGUMENT,
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            fencelock_options_set_key_prefix(options, c"\xff".as_ptr()),
+            FENCELOCK_STATUS_INVALID_UTF8
+        );
+        assert_eq!(
+            fencelock_options_set_tls_min_version(ptr::null_mut(), v1_3),
+            FENCELOCK_STATUS_NULL_ARGUMENT
+        );
+        let settings = format!("{:?}", (*options).builder);
+        assert!(
+            settings.contains("\"kept:\"") && settings.contains("tls_min_version: V1_3"),
+            "{settings}"
+        );
+        fencelock_options_free(options);
+    }
 }

@@ -616,6 +616,49 @@ static void test_bad_client_arguments(void) {
   CHECK_STATUS(fencelock_error_node(NULL, 0, NULL, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
 }
 
+static void test_tls_min_version_option(void) {
+  CHECK_STATUS(fencelock_options_set_tls_min_version(NULL, FENCELOCK_TLS_VERSION_1_3), FENCELOCK_STATUS_NULL_ARGUMENT);
+  fencelock_options *options = NULL;
+  CHECK_STATUS(fencelock_options_new(&options), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_tls_min_version(options, FENCELOCK_TLS_VERSION_1_2), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_tls_min_version(options, FENCELOCK_TLS_VERSION_1_3), FENCELOCK_STATUS_OK);
+  CHECK(FENCELOCK_TLS_VERSION_1_2 == 12 && FENCELOCK_TLS_VERSION_1_3 == 13); /* stable values */
+  const int32_t bad[] = {11, 14, -1, 0, 1, 3, 10, 120, INT32_MIN, INT32_MAX};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CHECK_STATUS(fencelock_options_set_tls_min_version(options, bad[i]), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  }
+  CHECK_STATUS(fencelock_options_set_tls_min_version(NULL, 14), FENCELOCK_STATUS_NULL_ARGUMENT);
+
+  /* The 1.3 minimum reached the client, and the refused values above left it
+     in place: a TLS 1.3 minimum cannot be applied to a Redis Cluster. */
+  const char *cluster[] = {"rediss+cluster://127.0.0.1:1"};
+  fencelock_client *client = NULL;
+  fencelock_error *error = NULL;
+  CHECK_STATUS(fencelock_client_new(cluster, 1, options, &client, &error), FENCELOCK_STATUS_CONFIG);
+  const char *message = fencelock_error_message(error);
+  CHECK(message != NULL && strstr(message, "tls-protocols") != NULL);
+  fencelock_error_free(error);
+  CHECK(client == NULL);
+
+  /* Back to 1.2 (the default), with a key prefix; a refused value in between
+     changes neither. Plain redis:// nodes ignore the TLS minimum. */
+  CHECK_STATUS(fencelock_options_set_tls_min_version(options, FENCELOCK_TLS_VERSION_1_2), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_key_prefix(options, "ctls:"), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_tls_min_version(options, 11), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_options_set_node_timeout_ms(options, GENEROUS_NODE_TIMEOUT_MS), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_client_new(single.url_list, 1, options, &client, NULL), FENCELOCK_STATUS_OK);
+  fencelock_options_free(options);
+  const char *resource = unique("tls-min");
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 1000, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  char command[256];
+  snprintf(command, sizeof command, "EXISTS ctls:{%s}", resource);
+  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
 static void test_bad_lock_arguments(void) {
   fencelock_client *client = connect_to(&single);
   CHECK(client != NULL);
@@ -835,6 +878,7 @@ int main(int argc, char **argv) {
       TEST(test_release_after_client_free),
       TEST(test_no_event_callback_after_client_free),
       TEST(test_bad_client_arguments),
+      TEST(test_tls_min_version_option),
       TEST(test_bad_lock_arguments),
       TEST(test_inventory_example),
       TEST(test_protocol_vectors),
