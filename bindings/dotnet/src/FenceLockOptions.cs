@@ -45,5 +45,29 @@ namespace FenceLock
 
         /// <summary>PEM private key for <see cref="TlsClientCertificatePem"/>.</summary>
         public string TlsClientKeyPem { get; set; }
+
+        /// <summary>
+        /// Oldest TLS version accepted from <c>rediss://</c> nodes (default
+        /// <see cref="FenceLockTlsVersion.Tls12"/>; TLS 1.0 and 1.1 are never spoken).
+        /// With <see cref="FenceLockTlsVersion.Tls13"/>, a node that offers only TLS 1.2
+        /// fails with <see cref="FenceLockTlsException"/>, and <c>rediss+cluster://</c>
+        /// nodes are refused with <see cref="FenceLockConfigException"/> (restrict those
+        /// with the servers' <c>tls-protocols</c>). A value that is not a defined
+        /// <see cref="FenceLockTlsVersion"/> makes the client constructor throw
+        /// <see cref="ArgumentOutOfRangeException"/>.
+        /// </summary>
+        public FenceLockTlsVersion? TlsMinVersion { get; set; }
+    }
+
+    /// <summary>
+    /// A TLS protocol version, for <see cref="FenceLockOptions.TlsMinVersion"/>
+    /// (the values of the C ABI's <c>fencelock_tls_version</c>).
+    /// </summary>
+    public enum FenceLockTlsVersion
+    {
+        /// <summary>TLS 1.2 and 1.3 (the default).</summary>
+        Tls12 = 12,
+        /// <summary>TLS 1.3 only.</summary>
+        Tls13 = 13,
     }
 }

@@ -158,6 +158,9 @@ namespace FenceLock
         internal static extern int fencelock_options_set_tls_client_cert_pem(OptionsSafeHandle options,
             byte[] cert, UIntPtr certLen, byte[] key, UIntPtr keyLen);
 
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_options_set_tls_min_version(OptionsSafeHandle options, int version);
+
         // ---- misc ---------------------------------------------------------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

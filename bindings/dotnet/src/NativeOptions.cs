@@ -64,6 +64,8 @@ namespace FenceLock
                 var pem = Pem(options.TlsCaPem);
                 Check(NativeMethods.fencelock_options_set_tls_ca_pem(native, pem, (UIntPtr)(uint)pem.Length));
             }
+            if (options.TlsMinVersion.HasValue)
+                Check(NativeMethods.fencelock_options_set_tls_min_version(native, TlsVersion(options.TlsMinVersion.Value)));
             if (options.TlsClientCertificatePem == null && options.TlsClientKeyPem == null) return;
             if (options.TlsClientCertificatePem == null || options.TlsClientKeyPem == null)
                 throw new ArgumentException("set TlsClientCertificatePem and TlsClientKeyPem together", "options");
@@ -71,6 +73,15 @@ namespace FenceLock
             var key = Pem(options.TlsClientKeyPem);
             Check(NativeMethods.fencelock_options_set_tls_client_cert_pem(native,
                 cert, (UIntPtr)(uint)cert.Length, key, (UIntPtr)(uint)key.Length));
+        }
+
+        // The enum's values are the ABI's; a cast from an arbitrary int is a caller mistake.
+        private static int TlsVersion(FenceLockTlsVersion version)
+        {
+            if (version != FenceLockTlsVersion.Tls12 && version != FenceLockTlsVersion.Tls13)
+                throw new ArgumentOutOfRangeException("TlsMinVersion", version,
+                    "must be FenceLockTlsVersion.Tls12 or FenceLockTlsVersion.Tls13");
+            return (int)version;
         }
 
         // PEM is ASCII; the ABI takes the bytes and their length (no NUL needed).

@@ -48,6 +48,7 @@ namespace FenceLock.Tests
             ForgottenHandleStopsRenewing,
             CancelWaitingAcquire,
             OptionsReachTheNativeClient,
+            TlsMinVersionOption,
             BadClientArguments,
             BadLockArguments,
             StaleFencedWriteIsRefused,
@@ -396,6 +397,39 @@ namespace FenceLock.Tests
                 Check.Equal("1", Exists(single, 0, resource, "dntest:"), "key under the custom prefix");
                 await handle.DisposeAsync();
                 Check.Equal("0", Exists(single, 0, resource, "dntest:"), "released");
+            }
+        }
+
+        private static async Task TlsMinVersionOption()
+        {
+            // Plain redis:// nodes ignore the TLS minimum; either value is accepted.
+            foreach (var version in new[] { FenceLockTlsVersion.Tls12, FenceLockTlsVersion.Tls13 })
+            {
+                var options = new FenceLockOptions { NodeTimeout = TimeSpan.FromSeconds(5), TlsMinVersion = version };
+                using (var client = new FenceLockClient(single.Urls, options))
+                {
+                    var resource = Unique("tls-min-" + version);
+                    var handle = await client.AcquireAsync(resource, Second, TimeSpan.Zero);
+                    Check.Equal("1", Exists(single, 0, resource), "acquired with TlsMinVersion " + version);
+                    await handle.DisposeAsync();
+                }
+            }
+            Check.Equal(12, (int)FenceLockTlsVersion.Tls12, "the C ABI's value");
+            Check.Equal(13, (int)FenceLockTlsVersion.Tls13, "the C ABI's value");
+
+            // TLS 1.3 reaches the core: it cannot be applied to a Redis Cluster.
+            var cluster = Check.ThrowsNow<FenceLockConfigException>(() => new FenceLockClient("rediss+cluster://127.0.0.1:1",
+                new FenceLockOptions { TlsMinVersion = FenceLockTlsVersion.Tls13 }));
+            Check.That(cluster.Message.Contains("tls-protocols"), "message says what to do: " + cluster.Message);
+
+            // An int cast to the enum that names no version: refused before anything is sent.
+            foreach (var bad in new[] { 11, 14, -1, 0 })
+            {
+                var range = Check.ThrowsNow<ArgumentOutOfRangeException>(() => new FenceLockClient(single.Urls,
+                    new FenceLockOptions { TlsMinVersion = (FenceLockTlsVersion)bad }));
+                Check.Equal("TlsMinVersion", range.ParamName, "names the option");
+                Check.That(range.Message.Contains("Tls12") && range.Message.Contains("Tls13"),
+                    "message lists the versions: " + range.Message);
             }
         }
 
