@@ -6,7 +6,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyString};
 
-use fencelock::{ClientBuilder, LockOptions, RetryPolicy};
+use fencelock::{ClientBuilder, LockOptions, RetryPolicy, TlsVersion};
 
 use crate::errors::{config, invalid};
 
@@ -179,6 +179,26 @@ fn pem(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u8>> {
     )))
 }
 
+/// A TLS version given as the string `"1.2"` or `"1.3"`. Any other string
+/// is a `ConfigError`; anything but a string (`1.3`, `True`, `b"1.3"`) a
+/// `TypeError`.
+fn tls_version(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<TlsVersion> {
+    let Ok(text) = obj.cast::<PyString>() else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{name} must be the string '1.2' or '1.3', not {}",
+            obj.get_type().name()?
+        )));
+    };
+    match &*text.to_cow()? {
+        "1.2" => Ok(TlsVersion::V1_2),
+        "1.3" => Ok(TlsVersion::V1_3),
+        _ => Err(config(
+            obj.py(),
+            format!("{name} must be '1.2' or '1.3', got {}", obj.repr()?),
+        )),
+    }
+}
+
 /// The node list: one URL, or a sequence of URLs.
 fn node_list(nodes: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     let py = nodes.py();
@@ -219,6 +239,7 @@ pub(crate) struct ClientArgs<'a, 'py> {
     pub(crate) tls_ca_pem: Option<&'a Bound<'py, PyAny>>,
     pub(crate) tls_client_cert_pem: Option<&'a Bound<'py, PyAny>>,
     pub(crate) tls_client_key_pem: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) tls_min_version: Option<&'a Bound<'py, PyAny>>,
     pub(crate) allow_mixed_tls: Option<bool>,
 }
 
@@ -284,6 +305,9 @@ impl ClientArgs<'_, '_> {
                     "tls_client_cert_pem and tls_client_key_pem must be given together",
                 ));
             }
+        }
+        if let Some(version) = self.tls_min_version.filter(|o| !o.is_none()) {
+            b = b.tls_min_version(tls_version(version, "tls_min_version")?);
         }
         if let Some(allow) = self.allow_mixed_tls {
             b = b.allow_mixed_tls(allow);

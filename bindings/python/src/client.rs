@@ -94,6 +94,15 @@ async fn acquire(
 /// The constructor connects to every node in parallel (unreachable nodes
 /// are retried on use; bad configuration, refused credentials and TLS
 /// failures raise).
+///
+/// TLS options (for `rediss://` nodes): `tls_ca_pem` (a private CA),
+/// `tls_client_cert_pem` + `tls_client_key_pem` (client certificates) and
+/// `tls_min_version`, the oldest TLS version accepted: the string `"1.2"`
+/// (default; TLS 1.0 and 1.1 are never spoken) or `"1.3"`. Any other string
+/// raises `ConfigError`, anything but a string (such as the float `1.3`)
+/// `TypeError`. With `"1.3"`, a node that offers only TLS 1.2 fails with
+/// `TlsError`, and `rediss+cluster://` nodes are refused with `ConfigError`
+/// (restrict those with the servers' `tls-protocols`).
 #[pyclass(module = "fencelock", frozen)]
 pub struct Client {
     inner: fencelock::Client,
@@ -106,7 +115,7 @@ impl Client {
         nodes, *, key_prefix=None, node_timeout=None, connect_timeout=None, drift_factor=None,
         retry=None, default_ttl=None, default_wait=None, auto_renew=None, username=None,
         password=None, tls_ca_pem=None, tls_client_cert_pem=None, tls_client_key_pem=None,
-        allow_mixed_tls=None
+        tls_min_version=None, allow_mixed_tls=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -125,6 +134,7 @@ impl Client {
         tls_ca_pem: Option<&Bound<'_, PyAny>>,
         tls_client_cert_pem: Option<&Bound<'_, PyAny>>,
         tls_client_key_pem: Option<&Bound<'_, PyAny>>,
+        tls_min_version: Option<&Bound<'_, PyAny>>,
         allow_mixed_tls: Option<bool>,
     ) -> PyResult<Self> {
         let args = ClientArgs {
@@ -141,6 +151,7 @@ impl Client {
             tls_ca_pem,
             tls_client_cert_pem,
             tls_client_key_pem,
+            tls_min_version,
             allow_mixed_tls,
         };
         Ok(Client {
@@ -399,7 +410,7 @@ impl AsyncClient {
         nodes, *, key_prefix=None, node_timeout=None, connect_timeout=None, drift_factor=None,
         retry=None, default_ttl=None, default_wait=None, auto_renew=None, username=None,
         password=None, tls_ca_pem=None, tls_client_cert_pem=None, tls_client_key_pem=None,
-        allow_mixed_tls=None
+        tls_min_version=None, allow_mixed_tls=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -418,6 +429,7 @@ impl AsyncClient {
         tls_ca_pem: Option<&Bound<'_, PyAny>>,
         tls_client_cert_pem: Option<&Bound<'_, PyAny>>,
         tls_client_key_pem: Option<&Bound<'_, PyAny>>,
+        tls_min_version: Option<&Bound<'_, PyAny>>,
         allow_mixed_tls: Option<bool>,
     ) -> PyResult<Self> {
         let args = ClientArgs {
@@ -434,6 +446,7 @@ impl AsyncClient {
             tls_ca_pem,
             tls_client_cert_pem,
             tls_client_key_pem,
+            tls_min_version,
             allow_mixed_tls,
         };
         Ok(AsyncClient {
@@ -448,7 +461,7 @@ impl AsyncClient {
         nodes, *, key_prefix=None, node_timeout=None, connect_timeout=None, drift_factor=None,
         retry=None, default_ttl=None, default_wait=None, auto_renew=None, username=None,
         password=None, tls_ca_pem=None, tls_client_cert_pem=None, tls_client_key_pem=None,
-        allow_mixed_tls=None
+        tls_min_version=None, allow_mixed_tls=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn connect<'py>(
@@ -468,6 +481,7 @@ impl AsyncClient {
         tls_ca_pem: Option<&Bound<'py, PyAny>>,
         tls_client_cert_pem: Option<&Bound<'py, PyAny>>,
         tls_client_key_pem: Option<&Bound<'py, PyAny>>,
+        tls_min_version: Option<&Bound<'py, PyAny>>,
         allow_mixed_tls: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let args = ClientArgs {
@@ -484,6 +498,7 @@ impl AsyncClient {
             tls_ca_pem,
             tls_client_cert_pem,
             tls_client_key_pem,
+            tls_min_version,
             allow_mixed_tls,
         };
         let builder = args.builder(nodes)?;

@@ -177,3 +177,56 @@ def test_hierarchy() -> None:
     assert all(issubclass(k, fencelock.FenceLockError) for k in kinds)
     assert issubclass(fencelock.InvalidArgument, ValueError)
     assert issubclass(fencelock.ConfigError, ValueError)
+
+
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
+def test_tls_min_version_accepts_1_2_and_1_3(url: str, resource: str, version: Any) -> None:
+    # A plain redis:// node ignores the TLS minimum: the client works with either.
+    with Client(url, tls_min_version=version) as client:
+        with client.lock(resource, ttl=5, wait=0) as lock:
+            assert lock.is_held()
+
+    async def main() -> None:
+        client = await AsyncClient.connect(url, tls_min_version=version)
+        lock = await client.acquire(resource, ttl=5, wait=0)
+        await lock.release()
+
+    asyncio.run(main())
+    Client(url, tls_min_version=None).close()  # None keeps the default
+
+
+def test_tls_min_version_reaches_the_core() -> None:
+    # TLS 1.3 cannot be applied to a Redis Cluster: the core says so.
+    with pytest.raises(fencelock.ConfigError, match="tls-protocols"):
+        Client("rediss+cluster://127.0.0.1:1", tls_min_version="1.3")
+    with pytest.raises(fencelock.ConfigError, match="tls-protocols"):
+        AsyncClient("rediss+cluster://127.0.0.1:1", tls_min_version="1.3")
+
+
+@pytest.mark.parametrize(
+    "bad", ["1.1", "1.4", "1.0", "", "1", "13", "1.30", " 1.3", "TLSv1.3"], ids=repr
+)
+def test_tls_min_version_other_strings_are_config_errors(bad: Any) -> None:
+    with pytest.raises(fencelock.ConfigError) as err:
+        Client("redis://127.0.0.1:1", tls_min_version=bad)
+    assert isinstance(err.value, ValueError)
+    assert str(err.value).startswith(f"tls_min_version must be '1.2' or '1.3', got {bad!r}")
+    with pytest.raises(fencelock.ConfigError, match="tls_min_version must be '1.2' or '1.3'"):
+        AsyncClient("redis://127.0.0.1:1", tls_min_version=bad)
+
+    async def main() -> None:
+        await AsyncClient.connect("redis://127.0.0.1:1", tls_min_version=bad)
+
+    with pytest.raises(fencelock.ConfigError, match="tls_min_version must be '1.2' or '1.3'"):
+        asyncio.run(main())
+
+
+@pytest.mark.parametrize("bad", [1.3, 1.2, 13, 1, True, False, b"1.3", ("1.3",)], ids=repr)
+def test_tls_min_version_non_strings_are_type_errors(bad: Any) -> None:
+    kind = type(bad).__name__
+    message = f"tls_min_version must be the string '1.2' or '1.3', not {kind}"
+    with pytest.raises(TypeError) as err:
+        Client("redis://127.0.0.1:1", tls_min_version=bad)
+    assert str(err.value) == message
+    with pytest.raises(TypeError, match="tls_min_version must be the string"):
+        AsyncClient("redis://127.0.0.1:1", tls_min_version=bad)

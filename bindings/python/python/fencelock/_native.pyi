@@ -3,7 +3,7 @@
 import datetime
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from types import TracebackType
-from typing import Any, Optional, Union, final
+from typing import Any, Literal, Optional, Union, final
 
 from typing_extensions import Self
 
@@ -11,6 +11,13 @@ _Seconds = Union[int, float, datetime.timedelta]
 """A duration in seconds (int or float), or a ``timedelta``."""
 
 _Pem = Union[str, bytes]
+_TlsVersion = Literal["1.2", "1.3"]
+"""The oldest TLS version accepted from ``rediss://`` nodes: ``"1.2"`` (default) or ``"1.3"``.
+
+Any other string raises ``ConfigError``; anything but a string (such as the float ``1.3``)
+raises ``TypeError``. ``"1.3"`` cannot be applied to ``rediss+cluster://`` nodes
+(``ConfigError``: restrict those with the servers' ``tls-protocols``).
+"""
 _OnLost = Callable[[str, str], object]
 """``on_lost(resource, reason)``, called on a worker thread when a held lock is lost."""
 
@@ -142,6 +149,7 @@ class Client:
         tls_ca_pem: Optional[_Pem] = None,
         tls_client_cert_pem: Optional[_Pem] = None,
         tls_client_key_pem: Optional[_Pem] = None,
+        tls_min_version: Optional[_TlsVersion] = None,
         allow_mixed_tls: Optional[bool] = None,
     ) -> Self: ...
     def acquire(
@@ -216,6 +224,7 @@ class AsyncClient:
         tls_ca_pem: Optional[_Pem] = None,
         tls_client_cert_pem: Optional[_Pem] = None,
         tls_client_key_pem: Optional[_Pem] = None,
+        tls_min_version: Optional[_TlsVersion] = None,
         allow_mixed_tls: Optional[bool] = None,
     ) -> Self: ...
     @classmethod
@@ -236,6 +245,7 @@ class AsyncClient:
         tls_ca_pem: Optional[_Pem] = None,
         tls_client_cert_pem: Optional[_Pem] = None,
         tls_client_key_pem: Optional[_Pem] = None,
+        tls_min_version: Optional[_TlsVersion] = None,
         allow_mixed_tls: Optional[bool] = None,
     ) -> Awaitable[AsyncClient]: ...
     def acquire(
