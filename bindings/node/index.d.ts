@@ -42,6 +42,13 @@ export interface ClientOptions {
   tlsClientCertPem?: string | Buffer
   /** PEM client key for mutual TLS (with `tlsClientCertPem`). */
   tlsClientKeyPem?: string | Buffer
+  /**
+   * Oldest TLS version accepted from `rediss://` nodes: `'1.2'` (default; TLS 1.0 and 1.1 are never spoken)
+   * or `'1.3'`. Another string throws a `RangeError`, a non-string (such as the number `1.3`) a `TypeError`.
+   * With `'1.3'`, a node that offers only TLS 1.2 fails with `TlsError`, and `rediss+cluster://` nodes are
+   * refused with `ConfigError` (restrict those with the servers' `tls-protocols`).
+   */
+  tlsMinVersion?: '1.2' | '1.3'
   /** Allow a quorum that mixes `rediss://` and `redis://` nodes (refused by default). */
   allowMixedTls?: boolean
 }

@@ -244,8 +244,20 @@ const CLIENT_OPTIONS = [
   'tlsCaPem',
   'tlsClientCertPem',
   'tlsClientKeyPem',
+  'tlsMinVersion',
   'allowMixedTls',
 ]
+
+const TLS_VERSIONS = ['1.2', '1.3']
+
+function tlsVersion(name, value) {
+  if (value === undefined) return undefined
+  if (typeof value !== 'string') {
+    throw new TypeError(`${name} must be the string '1.2' or '1.3', got ${describe(value)}`)
+  }
+  if (!TLS_VERSIONS.includes(value)) throw new RangeError(`${name} must be '1.2' or '1.3', got ${describe(value)}`)
+  return value
+}
 
 function pem(name, value) {
   if (value === undefined) return undefined
@@ -291,6 +303,7 @@ function clientArgs(opts) {
     tlsCaPem: pem('options.tlsCaPem', o.tlsCaPem),
     tlsClientCertPem: pem('options.tlsClientCertPem', o.tlsClientCertPem),
     tlsClientKeyPem: pem('options.tlsClientKeyPem', o.tlsClientKeyPem),
+    tlsMinVersion: tlsVersion('options.tlsMinVersion', o.tlsMinVersion),
     allowMixedTls: bool('options.allowMixedTls', o.allowMixedTls),
   }
 }

@@ -114,6 +114,8 @@ export interface ClientOptions {
   tlsClientCertPem?: string
   /** PEM client key for mutual TLS. */
   tlsClientKeyPem?: string
+  /** Oldest TLS version accepted from `rediss://` nodes: `"1.2"` (default) or `"1.3"`. */
+  tlsMinVersion?: '1.2' | '1.3'
   /** Allow mixing `rediss://` and `redis://` nodes. */
   allowMixedTls?: boolean
 }

@@ -11,7 +11,7 @@ use napi::bindgen_prelude::{BigInt, PromiseRaw, ToNapiValue};
 use napi::{Env, sys};
 use napi_derive::napi;
 
-use fencelock::{Client, ErrorKind, LockOptions, RetryPolicy};
+use fencelock::{Client, ErrorKind, LockOptions, RetryPolicy, TlsVersion};
 
 use crate::args::{millis, opt_millis, throw};
 use crate::bridge;
@@ -51,6 +51,9 @@ pub struct ClientOptions {
     pub tls_client_cert_pem: Option<String>,
     /// PEM client key for mutual TLS.
     pub tls_client_key_pem: Option<String>,
+    /// Oldest TLS version accepted from `rediss://` nodes: `"1.2"` (default) or `"1.3"`.
+    #[napi(ts_type = "'1.2' | '1.3'")]
+    pub tls_min_version: Option<String>,
     /// Allow mixing `rediss://` and `redis://` nodes.
     pub allow_mixed_tls: Option<bool>,
 }
@@ -356,6 +359,19 @@ fn builder(env: &Env, o: ClientOptions) -> napi::Result<fencelock::ClientBuilder
                 "tlsClientCertPem and tlsClientKeyPem must be given together",
             ));
         }
+    }
+    if let Some(version) = o.tls_min_version {
+        b = b.tls_min_version(match version.as_str() {
+            "1.2" => TlsVersion::V1_2,
+            "1.3" => TlsVersion::V1_3,
+            other => {
+                return Err(throw(
+                    env,
+                    false,
+                    &format!("tlsMinVersion must be '1.2' or '1.3', got {other:?}"),
+                ));
+            }
+        });
     }
     if let Some(allow) = o.allow_mixed_tls {
         b = b.allow_mixed_tls(allow);

@@ -112,3 +112,50 @@ test('bad client options', () => {
   })()
   assert.equal(error.code, 'CONFIG')
 })
+
+test("tlsMinVersion: '1.2' and '1.3' work, anything else is a TypeError or RangeError naming it", async () => {
+  // A plain redis:// node ignores the TLS minimum: the client works with either.
+  for (const tlsMinVersion of ['1.2', '1.3', undefined]) {
+    const tlsClient = new Client({ nodes: nodes.urls, tlsMinVersion })
+    try {
+      const lock = await tlsClient.acquire(unique('tls-min'), { ttl: 5000, wait: 0 })
+      await lock.release()
+    } finally {
+      await tlsClient.close()
+    }
+  }
+  for (const bad of [1.3, 1.2, 13, true, null, 13n, ['1.3'], { version: '1.3' }, Buffer.from('1.3')]) {
+    assert.throws(() => new Client({ nodes: nodes.urls, tlsMinVersion: bad }), {
+      name: 'TypeError',
+      message: /^options\.tlsMinVersion must be the string '1\.2' or '1\.3', got /,
+    })
+  }
+  for (const bad of ['1.1', '1.4', '1.0', '', '1', '13', '1.30', ' 1.3', 'TLSv1.3']) {
+    assert.throws(() => new Client({ nodes: nodes.urls, tlsMinVersion: bad }), {
+      name: 'RangeError',
+      message: `options.tlsMinVersion must be '1.2' or '1.3', got the string ${JSON.stringify(bad)}`,
+    })
+  }
+  // The native module guards itself the same way when called directly.
+  const { NativeClient } = require('../native.js')
+  assert.throws(() => new NativeClient({ nodes: nodes.urls, tlsMinVersion: '1.1' }), {
+    name: 'RangeError',
+    message: `tlsMinVersion must be '1.2' or '1.3', got "1.1"`,
+  })
+  // '1.3' reaches the core, which cannot apply it to a Redis Cluster: a ConfigError from the
+  // constructor, or from the first call when the check ran after the constructor returned.
+  let cluster
+  const refused = await (async () => {
+    try {
+      cluster = new Client({ nodes: ['rediss+cluster://127.0.0.1:1'], tlsMinVersion: '1.3' })
+      await cluster.acquire(unique('tls-cluster'), { wait: 0 })
+      return null
+    } catch (error) {
+      return error
+    } finally {
+      await cluster?.close()
+    }
+  })()
+  assert.ok(refused instanceof ConfigError, String(refused))
+  assert.match(refused.message, /tls-protocols/)
+})
