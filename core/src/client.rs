@@ -91,12 +91,15 @@ impl Client {
     }
 
     pub(crate) async fn connect(config: ValidConfig) -> Result<Client> {
+        // Before the first await: a node that cannot be set up (bad TLS
+        // material, a TLS minimum on a cluster) fails the first poll, so
+        // fronts that poll `build()` once in a constructor report it there.
+        let nodes = config
+            .endpoints
+            .into_iter()
+            .map(|endpoint| Node::new(endpoint, &config.settings))
+            .collect::<Result<Vec<_>>>()?;
         runtime::run(async move {
-            let nodes = config
-                .endpoints
-                .into_iter()
-                .map(|endpoint| Node::new(endpoint, &config.settings))
-                .collect::<Result<Vec<_>>>()?;
             let nodes = Arc::new(NodeSet::new(nodes, config.drift_factor));
             warm_up(&nodes).await?;
             let watchdog = Watchdog::start(nodes.clone(), &runtime::handle()?);

@@ -408,3 +408,21 @@ async fn tls_min_version_1_3_refuses_a_tls_1_2_node() {
     assert!(err.to_string().contains("tls-protocols"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A node that cannot be set up fails the first poll of `build()`, before
+/// any I/O: fronts that poll it once in a constructor (Node) report the
+/// error there rather than from a later call.
+#[test]
+fn a_node_that_cannot_be_set_up_fails_the_first_poll_of_build() {
+    use futures_util::FutureExt;
+    let first_poll = Client::builder()
+        .node("rediss+cluster://127.0.0.1:1")
+        .tls_min_version(TlsVersion::V1_3)
+        .build()
+        .now_or_never();
+    match first_poll {
+        Some(Err(err)) => assert_eq!(err.kind(), ErrorKind::Config, "{err}"),
+        Some(Ok(_)) => panic!("a cluster node took a TLS minimum"),
+        None => panic!("the configuration error was not reported on the first poll"),
+    }
+}
