@@ -1,8 +1,8 @@
 //! The C ABI shim with hostile arguments, as a C caller could pass them:
 //! options from raw bytes (prefix, credentials, CA and client-certificate
-//! PEM, timeouts, a drift factor from any f64 bit pattern), a client on a
-//! loopback port nobody listens on, and a resource of raw bytes (invalid
-//! UTF-8 included). Every call returns a documented status, never
+//! PEM, timeouts, a drift factor from any f64 bit pattern, any TLS minimum
+//! version), a client on a loopback port nobody listens on, and a resource
+//! of raw bytes (invalid UTF-8 included). Every call returns a documented status, never
 //! `FENCELOCK_STATUS_INTERNAL` (a caught panic), and the sanitizer sees no
 //! memory error; the password never shows in an error message.
 //!
@@ -145,6 +145,15 @@ fuzz_target!(|data: &[u8]| {
             &setters,
             "drift",
         );
+        // Any int32: 12 and 13 are the defined versions, the rest is refused.
+        let version = i32::from_le_bytes([data[5], data[6], data[7], data[8]]);
+        let status = fencelock_options_set_tls_min_version(options, version);
+        let expected = if matches!(version, 12 | 13) {
+            FENCELOCK_STATUS_OK
+        } else {
+            FENCELOCK_STATUS_INVALID_ARGUMENT
+        };
+        assert_eq!(status, expected, "tls min version {version}");
         allowed(
             fencelock_options_set_retry_ms(options, ttl, node_timeout),
             &setters,
