@@ -152,8 +152,9 @@ async fn quorum_matrix(n: usize, kind: Unavailability) {
         }
         set_all(&proxies, Mode::Pass);
         // A failed attempt's undo runs in the background: poll for it (well
-        // inside the 5 s ttl, so an expiry cannot pass for the undo).
-        wait_until(ms(3000), || {
+        // inside the 5 s ttl, so an expiry cannot pass for the undo), behind a
+        // round trip so a grant still on its way cannot pass for a clean node.
+        wait_until_settled(&client, &resource, ms(3000), || {
             nodes.iter().enumerate().all(|(i, node)| {
                 (down.contains(&i) && kind == Unavailability::ForeignValue)
                     || get(node, &lock_key(&resource)).is_none()

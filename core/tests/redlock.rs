@@ -91,7 +91,7 @@ async fn quorum_matrix(n: usize, fault: Fault) {
         // node still has to apply its queued grant and release: poll, with a
         // deadline well inside the 5 s ttl so an expiry cannot pass for a release.
         let holding = || -> Vec<usize> { (0..n).filter(|&i| !lock_keys_on(&nodes[i]).is_empty()).collect() };
-        wait_until(ms(3000), || holding().is_empty()).await;
+        wait_until_settled(&client, &resource, ms(3000), || holding().is_empty()).await;
         let left = holding();
         assert!(
             left.is_empty(),
@@ -135,7 +135,9 @@ async fn foreign_holders_on_a_majority_mean_not_acquired() {
     // The undo runs in the background: poll (the 30 s ttl cannot expire meanwhile).
     for node in &nodes[3..] {
         assert!(
-            wait_until(ms(5000), || get(node, &lock_key("clog")).is_none()).await,
+            wait_until_settled(&client, "clog", ms(5000), || get(node, &lock_key("clog"))
+                .is_none())
+            .await,
             "partial grant not undone"
         );
     }

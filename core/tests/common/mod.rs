@@ -45,6 +45,31 @@ pub async fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> boo
     }
 }
 
+/// [`wait_until`] for "our token is gone" after a failed attempt: before
+/// each check, one round trip through `client`'s own connections
+/// (`inspect`). A request the attempt queued earlier on a connection (a
+/// grant still on its way) has run once that returns, so a node cannot look
+/// clean just because the grant has not landed yet.
+pub async fn wait_until_settled(
+    client: &Client,
+    resource: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> bool,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        // Errors (a node still down) only mean no barrier on that node.
+        let _ = client.inspect(resource).await;
+        if check() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return check();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// The lock key of `resource` under the default prefix.
 pub fn lock_key(resource: &str) -> String {
     format!("fencelock:{{{resource}}}")

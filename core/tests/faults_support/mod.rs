@@ -8,7 +8,10 @@ pub mod clock;
 #[path = "../common/mod.rs"]
 mod common;
 
-pub use common::{GENEROUS_NODE_TIMEOUT, NODE_TIMEOUT, get, lock_key, lock_keys_on, ms, pttl, wait_until};
+pub use common::{
+    GENEROUS_NODE_TIMEOUT, NODE_TIMEOUT, get, lock_key, lock_keys_on, ms, pttl, wait_until,
+    wait_until_settled,
+};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
