@@ -22,7 +22,8 @@ use clap::{Args, Parser, Subcommand};
       # who holds it?\n  \
       fencelock --node redis://127.0.0.1:6379 status nightly-report\n\n\
       EXIT CODES (run):\n  \
-      the command's own exit code, or 128+N if it died of signal N\n  \
+      the command's own exit code, or 128+N if it died of signal N (or if fencelock\n  \
+      got INT, TERM or HUP while waiting for the lock: the command was not run)\n  \
       2    bad arguments or configuration\n  \
       69   Redis unavailable: too few nodes answered, or they refused our credentials/TLS\n  \
       75   not acquired: another owner held the lock for all of --wait\n  \

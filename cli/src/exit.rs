@@ -19,6 +19,13 @@ pub const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found.
 pub const NOT_FOUND: u8 = 127;
 
+/// The exit code after signal `signal` stopped the wait for the lock:
+/// 128+N, as a shell reports a process that died of signal N.
+pub fn for_signal(signal: nix::sys::signal::Signal) -> u8 {
+    // INT, TERM and HUP are 2, 15 and 1: the sum always fits.
+    128u8.saturating_add(signal as i32 as u8)
+}
+
 /// The exit code for a failure of kind `kind`.
 pub fn for_error(kind: ErrorKind) -> ExitCode {
     ExitCode::from(match kind {

@@ -17,8 +17,29 @@ enum Ending {
 
 /// Acquires, runs the command, releases; returns the documented exit code.
 pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
+    // Caught before the lock is taken: a signal while waiting cancels the
+    // wait (the attempt is undone) instead of killing fencelock with a grant
+    // on its way, and one that comes before the command starts is forwarded
+    // to it once it does.
+    let mut signals = match Forwarded::catch() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("fencelock: cannot catch signals: {e}");
+            return ExitCode::from(exit::SOFTWARE);
+        }
+    };
     let options = LockOptions::new(args.ttl).wait(args.wait);
-    let lock = match client.acquire(&args.resource, options).await {
+    let acquired = tokio::select! {
+        acquired = client.acquire(&args.resource, options) => acquired,
+        signal = signals.next() => {
+            eprintln!(
+                "fencelock: {signal} while waiting for the lock '{}'; the command was not run",
+                args.resource
+            );
+            return ExitCode::from(exit::for_signal(signal));
+        }
+    };
+    let lock = match acquired {
         Ok(lock) => lock,
         Err(e) => {
             let hint = match e.kind() {
@@ -32,7 +53,7 @@ pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
         }
     };
     tracing::info!(resource = %args.resource, fencing_token = lock.fencing_token(), "lock acquired");
-    let ending = supervise(&lock, args).await;
+    let ending = supervise(&lock, args, &mut signals).await;
     release(&lock, &ending).await;
     match ending {
         Ok(Ending::Exited(code)) => ExitCode::from(code),
@@ -42,12 +63,7 @@ pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
 }
 
 /// Runs the command until it exits or the lock is lost, forwarding signals.
-async fn supervise(lock: &Lock, args: &RunArgs) -> Result<Ending, u8> {
-    // Caught before the command starts, so a signal in between is not lost.
-    let mut signals = Forwarded::catch().map_err(|e| {
-        eprintln!("fencelock: cannot catch signals: {e}");
-        exit::SOFTWARE
-    })?;
+async fn supervise(lock: &Lock, args: &RunArgs, signals: &mut Forwarded) -> Result<Ending, u8> {
     let mut command: Child =
         child::spawn(&args.command, &args.resource, lock.fencing_token()).map_err(|e| {
             eprintln!("fencelock: {}", e.message);

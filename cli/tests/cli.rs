@@ -89,6 +89,29 @@ fn held_within(node: &RedisNode, resource: &str, limit: Duration) -> bool {
     true
 }
 
+/// A shell loop that sets `trap` and then creates a marker file, and the
+/// marker's path: wait for it with [`wait_for_trap`] before signalling, as
+/// a signal that comes before the trap kills the shell by default.
+fn trapping_command(trap: &str, name: &str) -> (String, std::path::PathBuf) {
+    let ready = std::env::temp_dir().join(format!("fencelock-cli-trap-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&ready);
+    let script = format!(
+        "{trap}; touch '{}'; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    (script, ready)
+}
+
+/// Waits (generously) until the command of [`trapping_command`] set its trap.
+fn wait_for_trap(ready: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the command never set its trap");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = std::fs::remove_file(ready);
+}
+
 /// Waits (generously) until `fencelock run` holds the lock.
 fn wait_until_held(node: &RedisNode, resource: &str) {
     assert!(
@@ -258,12 +281,13 @@ fn the_command_sees_its_resource_and_fencing_token() {
 #[test]
 fn a_lost_lock_stops_the_command_with_sigterm() {
     let nodes = start_nodes(1);
-    let script = "trap 'echo got TERM; exit 0' TERM; while :; do sleep 0.05; done";
+    let (script, ready) = trapping_command("trap 'echo got TERM; exit 0' TERM", "lose");
     let child = spawn(&mut fencelock(
         &nodes,
-        &["run", "--ttl", "300ms", "lose", "--", "sh", "-c", script],
+        &["run", "--ttl", "300ms", "lose", "--", "sh", "-c", &script],
     ));
     wait_until_held(&nodes[0], "lose");
+    wait_for_trap(&ready);
     nodes[0].command(&["DEL", "fencelock:{lose}"]);
     let out = finish(child);
     assert_eq!(code(&out), 76, "{}", text(&out.stderr));
@@ -278,12 +302,13 @@ fn a_lost_lock_stops_the_command_with_sigterm() {
 #[test]
 fn a_command_ignoring_sigterm_is_killed_after_the_grace_period() {
     let nodes = start_nodes(1);
-    let script = "trap '' TERM; while :; do sleep 0.05; done";
+    let (script, ready) = trapping_command("trap '' TERM", "stubborn");
     let args = [
-        "run", "--ttl", "300ms", "--grace", "300ms", "stubborn", "--", "sh", "-c", script,
+        "run", "--ttl", "300ms", "--grace", "300ms", "stubborn", "--", "sh", "-c", &script,
     ];
     let child = spawn(&mut fencelock(&nodes, &args));
     wait_until_held(&nodes[0], "stubborn");
+    wait_for_trap(&ready);
     nodes[0].command(&["DEL", "fencelock:{stubborn}"]);
     let out = finish(child);
     assert_eq!(code(&out), 76, "{}", text(&out.stderr));
@@ -298,12 +323,13 @@ fn signals_are_forwarded_and_the_lock_released_after_the_command_exits() {
         (libc::SIGHUP, "HUP", 5),
     ] {
         let resource = format!("forward-{name}");
-        let script = format!("trap 'echo got {name}; exit {exit}' {name}; while :; do sleep 0.05; done");
+        let (script, ready) = trapping_command(&format!("trap 'echo got {name}; exit {exit}' {name}"), name);
         let child = spawn(&mut fencelock(
             &nodes,
             &["run", &resource, "--", "sh", "-c", &script],
         ));
         wait_until_held(&nodes[0], &resource);
+        wait_for_trap(&ready);
         // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
         unsafe { libc::kill(child.id() as i32, signal) };
         let out = finish(child);
@@ -311,6 +337,54 @@ fn signals_are_forwarded_and_the_lock_released_after_the_command_exits() {
         assert!(text(&out.stdout).contains(&format!("got {name}")));
         assert!(!key_exists(&nodes[0], &resource), "{name}: the lock was released");
     }
+
+    // While waiting for a held lock: the wait ends with 128+N, nothing runs,
+    // and the holder's key is left alone.
+    let held = hold(&nodes, "forward-waiting");
+    for (signal, name) in [
+        (libc::SIGINT, "INT"),
+        (libc::SIGTERM, "TERM"),
+        (libc::SIGHUP, "HUP"),
+    ] {
+        let before = acquire_attempts(&nodes[0]);
+        let child = spawn(&mut fencelock(
+            &nodes,
+            &["run", "--wait", "20s", held.resource(), "--", "echo", "ran"],
+        ));
+        // Signals are caught before the first attempt: once one reached the
+        // node, the signal cannot kill fencelock outright.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while acquire_attempts(&nodes[0]) == before {
+            assert!(
+                Instant::now() < deadline,
+                "{name}: fencelock never tried to acquire"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let out = finish(child);
+        assert_eq!(code(&out), 128 + signal, "{name}: {}", text(&out.stderr));
+        assert!(!text(&out.stdout).contains("ran"), "{name}: the command ran");
+        assert!(
+            text(&out.stderr).contains("while waiting"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert!(held.is_held(), "{name}: the holder's lock was touched");
+    }
+}
+
+/// How many scripts the node has run: every acquire attempt is one.
+fn acquire_attempts(node: &RedisNode) -> u64 {
+    let redis::Value::BulkString(info) = node.command(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats");
+    };
+    let info = text(&info);
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().unwrap())
 }
 
 #[test]
