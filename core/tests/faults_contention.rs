@@ -16,6 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use faults_support::clock::{MonotonicClock, monotonic_nanos};
 use faults_support::*;
 use fencelock::{LockOptions, RetryPolicy, blocking};
 use rand::Rng;
@@ -163,42 +164,6 @@ fn record_grant_line(history: &History, clock: &MonotonicClock, fields: &[&str])
     );
     let id = history.record(grant);
     history.released(id, clock.instant(n(4)));
-}
-
-/// Maps CLOCK_MONOTONIC readings (shared by every process on the machine)
-/// onto this process's `Instant`s, which on Linux read the same clock.
-struct MonotonicClock {
-    instant: Instant,
-    nanos: u64,
-}
-
-impl MonotonicClock {
-    fn now() -> MonotonicClock {
-        MonotonicClock {
-            instant: Instant::now(),
-            nanos: monotonic_nanos(),
-        }
-    }
-
-    fn instant(&self, nanos: u64) -> Instant {
-        if nanos >= self.nanos {
-            self.instant + Duration::from_nanos(nanos - self.nanos)
-        } else {
-            self.instant - Duration::from_nanos(self.nanos - nanos)
-        }
-    }
-}
-
-fn monotonic_nanos() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
-    }
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 /// The worker process: `THREADS` threads, each with its own blocking client.
