@@ -127,10 +127,9 @@ async fn minority_loss_keeps_the_lock_majority_loss_loses_it() {
     let client = client(&nodes).await;
     // 1.5 s: a renewal every 500 ms leaves room for retries on a loaded 2-core machine.
     let ttl = ms(1500);
-    let lock = client
-        .acquire("quorum-held", LockOptions::new(ttl))
-        .await
-        .unwrap();
+    // Killing 2 of the 3 nodes a quorum-only grant sits on would rightly
+    // lose the lock: start from one held on all 5.
+    let lock = acquire_everywhere(&client, &nodes, "quorum-held", LockOptions::new(ttl)).await;
     nodes[0].kill();
     nodes[1].kill();
     tokio::time::sleep(ttl * 2).await;

@@ -70,6 +70,34 @@ pub async fn wait_until_settled(
     }
 }
 
+/// A lock on `{resource}-N` held on every node, not just a majority.
+/// Acquire returns once a majority granted, and a request still queued then
+/// is never sent, so a test that takes nodes away from a lock must start
+/// from one that sits on all of them: up to 5 tries on fresh names.
+pub async fn acquire_everywhere(
+    client: &Client,
+    nodes: &[RedisNode],
+    resource: &str,
+    options: fencelock::LockOptions,
+) -> fencelock::Lock {
+    for attempt in 0..5 {
+        let name = format!("{resource}-{attempt}");
+        let lock = client.acquire(&name, options.clone()).await.expect("acquire");
+        let everywhere = wait_until_settled(client, &name, Duration::from_millis(500), || {
+            nodes.iter().all(|node| get(node, &lock_key(&name)).is_some())
+        })
+        .await;
+        if everywhere {
+            return lock;
+        }
+        lock.release().await.expect("release");
+    }
+    panic!(
+        "no acquire of {resource} reached all {} nodes in 5 tries",
+        nodes.len()
+    );
+}
+
 /// The lock key of `resource` under the default prefix.
 pub fn lock_key(resource: &str) -> String {
     format!("fencelock:{{{resource}}}")
