@@ -86,12 +86,12 @@ fn hand_out(client: &Arc<ClientShared>, keys: LockKeys, grant: Grant, options: &
 async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Duration) -> Result<Grant> {
     let token = LockToken::generate()?;
     let ttl_ms = ttl.as_millis().to_string();
-    let mut cleanup = Cleanup::new(nodes, &keys.lock, &token);
+    let mut cleanup = Cleanup::new(nodes, keys.lock(), &token);
     let sent = Instant::now();
     let replies = nodes
         .decide(
             &scripts::ACQUIRE,
-            &[&keys.lock, &keys.fence],
+            &[keys.lock(), keys.fence()],
             &[token.as_str(), &ttl_ms],
             |reply| granted(reply).is_some(),
         )
@@ -103,7 +103,7 @@ async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Dur
         return Err(refusal(nodes, &replies, resource));
     }
     let (fencing_token, must_raise) = token_from_grants(&counters, quorum).unwrap_or_default();
-    if must_raise && let Err(raise_replies) = raise_to(nodes, &keys.fence, fencing_token).await {
+    if must_raise && let Err(raise_replies) = raise_to(nodes, keys.fence(), fencing_token).await {
         let reports = nodes.reports(&raise_replies, |_| NodeOutcome::Ok);
         return Err(Error::new(
             ErrorKind::Unavailable,

@@ -224,7 +224,7 @@ impl Client {
             let nodes = shared.nodes.nodes();
             let replies = shared
                 .nodes
-                .everywhere(&scripts::STATUS, &[&keys.lock, &keys.fence], &[], |_| true)
+                .everywhere(&scripts::STATUS, &[keys.lock(), keys.fence()], &[], |_| true)
                 .await;
             nodes
                 .iter()

@@ -16,25 +16,50 @@ pub const MAX_PREFIX_LEN: usize = 256;
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "fencelock:";
 
-/// The two keys of one lock.
+/// What follows the lock key in its fencing counter's key.
+const FENCE_SUFFIX: &str = ":fence";
+
+/// The two keys of one lock, in one allocation: the lock key is a prefix of
+/// the counter's key (a lock is built on every acquire, so this is hot).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LockKeys {
-    pub(crate) lock: String,
-    pub(crate) fence: String,
-    /// Where the resource starts in `lock` (after the prefix and `{`), less one.
+    /// `prefix{resource}:fence`.
+    fence: String,
+    /// Where the lock key `prefix{resource}` ends in `fence`.
+    lock_len: usize,
+    /// Where the resource starts in the lock key (after the prefix and `{`), less one.
     pub(crate) prefix_len: usize,
 }
 
 impl LockKeys {
     pub(crate) fn new(prefix: &str, resource: &str) -> Result<Self> {
         validate_resource(resource)?;
-        let lock = format!("{prefix}{{{resource}}}");
-        let fence = format!("{lock}:fence");
+        let lock_len = prefix.len() + resource.len() + 2;
+        let mut fence = String::with_capacity(lock_len + FENCE_SUFFIX.len());
+        for part in [prefix, "{", resource, "}", FENCE_SUFFIX] {
+            fence.push_str(part);
+        }
         Ok(LockKeys {
-            lock,
             fence,
+            lock_len,
             prefix_len: prefix.len(),
         })
+    }
+
+    /// `prefix{resource}`: the key holding the owner's token.
+    pub(crate) fn lock(&self) -> &str {
+        &self.fence[..self.lock_len]
+    }
+
+    /// `prefix{resource}:fence`: the resource's fencing counter.
+    pub(crate) fn fence(&self) -> &str {
+        &self.fence
+    }
+
+    /// The lock key alone, reusing this allocation.
+    pub(crate) fn into_lock_key(mut self) -> String {
+        self.fence.truncate(self.lock_len);
+        self.fence
     }
 }
 
@@ -84,8 +109,10 @@ mod tests {
     #[test]
     fn layout_shares_one_hash_tag() {
         let keys = LockKeys::new("fencelock:", "orders:42").unwrap();
-        assert_eq!(keys.lock, "fencelock:{orders:42}");
-        assert_eq!(keys.fence, "fencelock:{orders:42}:fence");
+        assert_eq!(keys.lock(), "fencelock:{orders:42}");
+        assert_eq!(keys.fence(), "fencelock:{orders:42}:fence");
+        assert_eq!(keys.prefix_len, "fencelock:".len());
+        assert_eq!(keys.into_lock_key(), "fencelock:{orders:42}");
     }
 
     #[test]

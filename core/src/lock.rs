@@ -118,7 +118,7 @@ impl LockState {
     ) -> Self {
         LockState {
             prefix_len: keys.prefix_len,
-            lock_key: keys.lock,
+            lock_key: keys.into_lock_key(),
             token,
             fencing_token,
             acquired_at: Instant::now(),

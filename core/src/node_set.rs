@@ -61,6 +61,11 @@ impl NodeSet {
         is_yes: impl Fn(&Reply) -> bool,
     ) -> Vec<Option<Reply>> {
         let call = Prepared::new(script, keys, args);
+        if let [node] = self.nodes.as_slice() {
+            // Single-node mode, the hottest path: nothing to race, so no
+            // futures set to build.
+            return vec![Some(node.eval_prepared(&call).await)];
+        }
         let requests = self.nodes.iter().map(|node| node.eval_prepared(&call));
         decide(requests, self.quorum, is_yes).await
     }

@@ -53,13 +53,6 @@ pub(crate) async fn decide<R, F>(
 where
     F: Future<Output = R>,
 {
-    let mut requests: Vec<F> = requests.into_iter().collect();
-    if requests.len() == 1 {
-        // Single-node mode, the hottest path: nothing to race, so no task
-        // set to allocate and move the request into.
-        let only = requests.pop().expect("one request");
-        return vec![Some(only.await)];
-    }
     let mut pending: FuturesUnordered<_> = requests
         .into_iter()
         .enumerate()

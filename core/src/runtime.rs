@@ -11,7 +11,8 @@
 //! [`ErrorKind::Closed`] instead of hanging.
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use tokio::runtime::{Handle, Runtime};
 
@@ -33,7 +34,7 @@ const WORKER_THREADS: usize = 2;
 /// # Errors
 /// [`ErrorKind::Closed`] when the runtime's threads cannot be started.
 pub fn handle() -> Result<Handle> {
-    let pid = std::process::id();
+    let pid = current_pid();
     let mut slot = RUNTIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some((owner, handle)) = slot.as_ref()
         && *owner == pid
@@ -69,14 +70,50 @@ fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// This process's id, or 0 when not known yet (or a fork since cleared it).
+static PID: AtomicU32 = AtomicU32::new(0);
+
 /// The process id objects remember at creation, to detect use after `fork()`.
+///
+/// Checked on every lock operation, so it is cached: `getpid()` is a system
+/// call, and a handler registered with `pthread_atfork` clears the cache in
+/// a forked child. (A child made by a raw `clone` system call, bypassing the
+/// C library's `fork()`, is not noticed.)
 pub(crate) fn current_pid() -> u32 {
-    std::process::id()
+    let cached = PID.load(Ordering::Relaxed);
+    if cached != 0 {
+        return cached;
+    }
+    let pid = std::process::id();
+    if fork_clears_cache() {
+        PID.store(pid, Ordering::Relaxed);
+    }
+    pid
+}
+
+/// Registers, once, the `pthread_atfork` handler that clears [`PID`] in a
+/// child; `false` if that failed (then nothing is cached).
+#[cfg(unix)]
+fn fork_clears_cache() -> bool {
+    extern "C" fn forget_pid() {
+        // Async-signal-safe: one atomic store, in the child only.
+        PID.store(0, Ordering::Relaxed);
+    }
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    // SAFETY: the handler only stores to an atomic; glibc unregisters the
+    // handlers of a shared object (a Python or Node extension) when it is unloaded.
+    *REGISTERED.get_or_init(|| unsafe { libc::pthread_atfork(None, None, Some(forget_pid)) } == 0)
+}
+
+/// No `fork()` here: the id never changes.
+#[cfg(not(unix))]
+fn fork_clears_cache() -> bool {
+    true
 }
 
 /// Fails when an object made in process `owner` is used in a forked child.
 pub(crate) fn ensure_same_process(owner: u32, what: &str) -> Result<()> {
-    if owner == std::process::id() {
+    if owner == current_pid() {
         Ok(())
     } else {
         Err(Error::new(

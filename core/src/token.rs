@@ -1,5 +1,6 @@
 //! Lock tokens: 128 random bits from the OS CSPRNG, never printed.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -16,24 +17,71 @@ pub(crate) struct LockToken([u8; TOKEN_BYTES * 2]);
 
 impl LockToken {
     /// Draws a fresh token from the operating system's CSPRNG.
-    ///
-    /// `getrandom` reads the kernel on every call, so a forked child never
-    /// repeats its parent's tokens.
     pub(crate) fn generate() -> Result<Self> {
-        let mut bytes = [0u8; TOKEN_BYTES];
-        getrandom::fill(&mut bytes).map_err(|e| {
-            Error::new(
-                ErrorKind::Closed,
-                format!("the operating system's random generator failed: {e}"),
-            )
-        })?;
-        Ok(LockToken(hex(&bytes)))
+        Ok(LockToken(hex(&draw()?)))
     }
 
     pub(crate) fn as_str(&self) -> &str {
         // Only ASCII hex digits are ever stored.
         std::str::from_utf8(&self.0).unwrap_or_default()
     }
+}
+
+/// Random bytes drawn from the OS ahead of use, per thread: one `getrandom`
+/// system call serves [`POOL_TOKENS`] tokens instead of one (it was a
+/// measurable share of an acquire). The bytes still come straight from the
+/// kernel's CSPRNG; the pool only batches the reads.
+struct Pool {
+    bytes: [u8; POOL_TOKENS * TOKEN_BYTES],
+    /// Where the unused bytes start; `bytes.len()` when empty.
+    next: usize,
+    /// The process the bytes were drawn in: a forked child shares its
+    /// parent's copy of the pool, so it must draw its own.
+    pid: u32,
+}
+
+/// Tokens served by one read of the OS generator.
+const POOL_TOKENS: usize = 32;
+
+thread_local! {
+    static POOL: RefCell<Pool> = const {
+        RefCell::new(Pool { bytes: [0; POOL_TOKENS * TOKEN_BYTES], next: POOL_TOKENS * TOKEN_BYTES, pid: 0 })
+    };
+}
+
+/// The next token's random bytes; used bytes are wiped from the pool.
+fn draw() -> Result<[u8; TOKEN_BYTES]> {
+    let from_pool = POOL.try_with(|pool| {
+        let mut pool = pool.borrow_mut();
+        let pid = crate::runtime::current_pid();
+        if pool.next == pool.bytes.len() || pool.pid != pid {
+            fill(&mut pool.bytes)?;
+            pool.next = 0;
+            pool.pid = pid;
+        }
+        let start = pool.next;
+        let taken = &mut pool.bytes[start..start + TOKEN_BYTES];
+        let mut out = [0u8; TOKEN_BYTES];
+        out.copy_from_slice(taken);
+        taken.fill(0);
+        pool.next += TOKEN_BYTES;
+        Ok(out)
+    });
+    // A thread tearing down its thread-locals draws directly.
+    from_pool.unwrap_or_else(|_| {
+        let mut out = [0u8; TOKEN_BYTES];
+        fill(&mut out)?;
+        Ok(out)
+    })
+}
+
+fn fill(bytes: &mut [u8]) -> Result<()> {
+    getrandom::fill(bytes).map_err(|e| {
+        Error::new(
+            ErrorKind::Closed,
+            format!("the operating system's random generator failed: {e}"),
+        )
+    })
 }
 
 /// Lowercase hex, kept inline: no allocation per token.
