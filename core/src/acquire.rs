@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
+
 use crate::client::ClientShared;
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, quorum_failure_kind};
 use crate::fencing::{MAX_FENCING_TOKEN, raise_to, token_from_grants};
@@ -11,6 +13,7 @@ use crate::lock::{Lock, LockState};
 use crate::node::{Reply, as_i64};
 use crate::node_set::{NodeSet, unexpected};
 use crate::options::Resolved;
+use crate::quorum::Decided;
 use crate::scripts;
 use crate::token::LockToken;
 
@@ -21,6 +24,8 @@ struct Grant {
     token: LockToken,
     fencing_token: u64,
     valid_until: Instant,
+    /// The acquire requests still on their way to the slower nodes.
+    stragglers: Option<JoinHandle<()>>,
 }
 
 /// Retries until the lock is taken or `options.wait` has passed.
@@ -78,6 +83,7 @@ fn hand_out(client: &Arc<ClientShared>, keys: LockKeys, grant: Grant, options: &
         grant.valid_until,
         options.renewal,
     ));
+    state.keep_stragglers(grant.stragglers);
     client.watchdog.plan(&state, grant.sent);
     Lock::new(state, client.clone())
 }
@@ -88,7 +94,7 @@ async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Dur
     let ttl_ms = ttl.as_millis().to_string();
     let mut cleanup = Cleanup::new(nodes, keys.lock(), &token);
     let sent = Instant::now();
-    let replies = nodes
+    let Decided { replies, stragglers } = nodes
         .decide(
             &scripts::ACQUIRE,
             &[keys.lock(), keys.fence()],
@@ -133,6 +139,9 @@ async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Dur
         token,
         fencing_token,
         valid_until,
+        // Granted: the nodes that had not answered get the lock too, so it
+        // survives more node failures than the bare majority would.
+        stragglers: stragglers.finish_in_background(),
     })
 }
 

@@ -9,6 +9,8 @@
 //! majority already reported the maximum (the steady state), the raise is
 //! skipped: no extra round trip. Assumes counters survive restarts (AOF).
 
+use std::sync::Arc;
+
 use crate::error::{Error, ErrorKind, Result};
 use crate::node::Reply;
 use crate::node_set::NodeSet;
@@ -31,12 +33,12 @@ pub(crate) fn token_from_grants(counters: &[u64], quorum: Quorum) -> Option<(u64
 
 /// Raises the counter to at least `token` on a majority of nodes.
 pub(crate) async fn raise_to(
-    nodes: &NodeSet,
+    nodes: &Arc<NodeSet>,
     fence_key: &str,
     token: u64,
 ) -> std::result::Result<(), Vec<Option<Reply>>> {
     let token = token.to_string();
-    let replies = nodes
+    let decided = nodes
         .decide(
             &scripts::RAISE_FENCE,
             &[fence_key],
@@ -44,6 +46,9 @@ pub(crate) async fn raise_to(
             Result::is_ok,
         )
         .await;
+    // Raising is idempotent: the slower nodes' counters may as well catch up.
+    decided.stragglers.finish_in_background();
+    let replies = decided.replies;
     let raised = replies.iter().flatten().filter(|r| r.is_ok()).count();
     if nodes.quorum().reached(raised) {
         Ok(())

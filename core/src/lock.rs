@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::client::ClientShared;
@@ -80,6 +81,9 @@ pub(crate) struct LockState {
     status: AtomicU8,
     /// Wakes [`Lock::lost`] waiters.
     lost: Notify,
+    /// Acquire requests still on their way to the nodes that had not
+    /// answered when the quorum granted the lock; release stops them.
+    stragglers: Mutex<Option<JoinHandle<()>>>,
     /// One network operation (renew, extend, release) at a time, so a release
     /// never races a renewal and no PEXPIRE follows a release.
     pub(crate) busy: Arc<tokio::sync::Mutex<()>>,
@@ -129,6 +133,7 @@ impl LockState {
                 renewals: 0,
                 job: None,
             }),
+            stragglers: Mutex::new(None),
             status: AtomicU8::new(status_code(LockStatus::Held)),
             lost: Notify::new(),
             busy: Arc::new(tokio::sync::Mutex::new(())),
@@ -141,6 +146,18 @@ impl LockState {
 
     pub(crate) fn resource(&self) -> &str {
         &self.lock_key[self.prefix_len + 1..self.lock_key.len() - 1]
+    }
+
+    /// Keeps the task that carries the grant to the slower nodes, for release to stop.
+    pub(crate) fn keep_stragglers(&self, task: Option<JoinHandle<()>>) {
+        *self.stragglers_slot() = task;
+    }
+
+    fn stragglers_slot(&self) -> MutexGuard<'_, Option<JoinHandle<()>>> {
+        // A handle or none: a panic elsewhere cannot leave it half-written.
+        self.stragglers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(crate) fn timing(&self) -> MutexGuard<'_, Timing> {
@@ -339,11 +356,14 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
     let sent = Instant::now();
     let ttl_ms = ttl.as_millis().to_string();
     let keys = [state.lock_key()];
-    let replies = nodes
+    let decided = nodes
         .decide(&scripts::EXTEND, &keys, &[state.token.as_str(), &ttl_ms], |r| {
             compare_and_act(r) == Some(CompareAndAct::Done)
         })
         .await;
+    // Compare-and-pexpire is harmless late: let the slower nodes extend too.
+    decided.stragglers.finish_in_background();
+    let replies = decided.replies;
     let (done, not_ours, taken) = tally(replies.iter().map(Option::as_ref));
     let quorum = nodes.quorum();
     if quorum.reached(done)
@@ -390,6 +410,19 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
     .with_nodes(reports))
 }
 
+/// Stops the acquire requests still on their way to slower nodes, and waits
+/// until their task has ended: what it sent is then queued ahead of the
+/// release on each connection, and what it had not sent never will be, so
+/// no late grant can land after the release.
+async fn stop_stragglers(state: &LockState) {
+    let stragglers = state.stragglers_slot().take();
+    if let Some(task) = stragglers {
+        task.abort();
+        // Err is the cancellation just asked for (or a panic already reported).
+        let _ = task.await;
+    }
+}
+
 async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     client.ensure_usable()?;
     let _busy = state.busy.lock().await;
@@ -399,6 +432,7 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     // A lost lock is still deleted where it is ours, but reported as not held.
     let was_held = state.leave_held(LockStatus::Released);
     client.watchdog.cancel(state);
+    stop_stragglers(state).await;
     let nodes = &client.nodes;
     let keys = [state.lock_key()];
     // Every node, not just a quorum: a late grant may have landed anywhere.

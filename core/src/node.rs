@@ -211,12 +211,12 @@ impl Node {
     }
 
     /// Runs one script on this node within the per-node timeout.
-    pub(crate) async fn eval(&self, script: &LuaScript, keys: &[&str], args: &[&str]) -> Reply {
+    pub(crate) async fn eval(&self, script: &'static LuaScript, keys: &[&str], args: &[&str]) -> Reply {
         self.eval_prepared(&Prepared::new(script, keys, args)).await
     }
 
     /// Runs a prepared script call (the same call may go to every node).
-    pub(crate) async fn eval_prepared(&self, call: &Prepared<'_>) -> Reply {
+    pub(crate) async fn eval_prepared(&self, call: &Prepared) -> Reply {
         let request = async {
             let slot = &self.foreground;
             let mut conn = self.connection(slot).await?;
@@ -340,20 +340,18 @@ async fn preload_scripts(conn: &mut redis::aio::MultiplexedConnection) {
     let _: RedisResult<Vec<RedisResult<Value>>> = pipe.query_async(conn).await;
 }
 
-/// A script call built once and sent to any number of nodes.
-pub(crate) struct Prepared<'a> {
-    script: &'a LuaScript,
-    keys: &'a [&'a str],
-    args: &'a [&'a str],
+/// A script call built once and sent to any number of nodes. It owns its
+/// command, so requests still on their way when a quorum decides can be
+/// left to finish in the background.
+pub(crate) struct Prepared {
+    script: &'static LuaScript,
     evalsha: Cmd,
 }
 
-impl<'a> Prepared<'a> {
-    pub(crate) fn new(script: &'a LuaScript, keys: &'a [&'a str], args: &'a [&'a str]) -> Self {
+impl Prepared {
+    pub(crate) fn new(script: &'static LuaScript, keys: &[&str], args: &[&str]) -> Self {
         Prepared {
             script,
-            keys,
-            args,
             evalsha: evalsha_cmd(script, keys, args),
         }
     }
@@ -363,12 +361,22 @@ impl<'a> Prepared<'a> {
     /// than `SCRIPT LOAD` keeps the ACL needs to `EVAL`/`EVALSHA`.
     async fn run(&self, conn: &mut Connection) -> RedisResult<Value> {
         match server_error_as_err(conn.query(&self.evalsha).await) {
-            Err(err) if is_noscript(&err) => {
-                let eval = eval_cmd(self.script, self.keys, self.args);
-                server_error_as_err(conn.query(&eval).await)
-            }
+            Err(err) if is_noscript(&err) => server_error_as_err(conn.query(&self.eval()).await),
             other => other,
         }
+    }
+
+    /// The same call as `EVAL`: `EVALSHA sha n keys… args…` with its first
+    /// two words replaced.
+    fn eval(&self) -> Cmd {
+        let mut eval = Cmd::new();
+        eval.arg("EVAL").arg(self.script.source);
+        for word in self.evalsha.args_iter().skip(2) {
+            if let redis::Arg::Simple(bytes) = word {
+                eval.arg(bytes);
+            }
+        }
+        eval
     }
 }
 

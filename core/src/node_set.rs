@@ -1,10 +1,12 @@
 //! The nodes of one client, and the requests that go to all of them.
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{NodeOutcome, NodeReport};
 use crate::node::{Node, Prepared, Reply, as_i64};
-use crate::quorum::{Quorum, decide};
+use crate::quorum::{Decided, Quorum, decide};
 use crate::scripts::LuaScript;
 
 /// Every node of a client with its majority rule and drift factor.
@@ -52,21 +54,27 @@ impl NodeSet {
         (until > Instant::now()).then_some(until)
     }
 
-    /// Sends one script to every node in parallel and returns when the quorum decides.
+    /// Sends one script to every node in parallel and returns when the quorum
+    /// decides, with the requests still on their way (see
+    /// [`crate::quorum::Stragglers`]).
     pub(crate) async fn decide(
-        &self,
-        script: &LuaScript,
+        self: &Arc<Self>,
+        script: &'static LuaScript,
         keys: &[&str],
         args: &[&str],
         is_yes: impl Fn(&Reply) -> bool,
-    ) -> Vec<Option<Reply>> {
-        let call = Prepared::new(script, keys, args);
+    ) -> Decided<Reply, impl Future<Output = (usize, Reply)> + Send + 'static> {
         if let [node] = self.nodes.as_slice() {
-            // Single-node mode, the hottest path: nothing to race, so no
-            // futures set to build.
-            return vec![Some(node.eval_prepared(&call).await)];
+            // Single-node mode, the hottest path: nothing to race or leave
+            // behind, so no futures set to build.
+            let call = Prepared::new(script, keys, args);
+            return Decided::settled(vec![Some(node.eval_prepared(&call).await)]);
         }
-        let requests = self.nodes.iter().map(|node| node.eval_prepared(&call));
+        let call = Arc::new(Prepared::new(script, keys, args));
+        let requests = (0..self.nodes.len()).map(|index| {
+            let (nodes, call) = (self.clone(), call.clone());
+            async move { (index, nodes.nodes[index].eval_prepared(&call).await) }
+        });
         decide(requests, self.quorum, is_yes).await
     }
 
@@ -74,7 +82,7 @@ impl NodeSet {
     /// bounded by the per-node timeout). For clean-up that must reach all.
     pub(crate) async fn everywhere(
         &self,
-        script: &LuaScript,
+        script: &'static LuaScript,
         keys: &[&str],
         args: &[&str],
         only: impl Fn(usize) -> bool,

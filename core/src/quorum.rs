@@ -37,28 +37,64 @@ impl Quorum {
     }
 }
 
-/// Runs one future per node concurrently and returns each node's result in
-/// node order, as soon as `is_yes` answers have reached a quorum or enough
-/// other answers have made one impossible. Nodes that had not answered by then
-/// are `None`, and their requests are dropped: a request still queued in the
-/// connection is then never sent (redis-rs skips requests nobody awaits), one
-/// already written still runs. Callers must treat a `None` node as unknown:
-/// acquire undoes a failed attempt on every node, and a granted lock may be
-/// missing from the nodes outside the quorum.
+/// What [`decide`] found, and the requests that were still on their way.
+pub(crate) struct Decided<R, F> {
+    /// Each node's result in node order; `None` for a node that had not
+    /// answered when the quorum decided.
+    pub(crate) replies: Vec<Option<R>>,
+    pub(crate) stragglers: Stragglers<F>,
+}
+
+/// Requests that had not answered when the quorum decided.
+///
+/// Dropping them cancels them: a request still queued in its connection is
+/// then never sent (redis-rs skips requests nobody awaits), one already
+/// written still runs. That is right for a failed attempt, which must not
+/// land anywhere later. After a success, [`Stragglers::finish_in_background`]
+/// lets them reach their nodes, so a lock sits on every reachable node and
+/// not only on the majority that answered first.
+pub(crate) struct Stragglers<F>(Option<FuturesUnordered<F>>);
+
+impl<R, F> Decided<R, F> {
+    /// A decision with every reply in and nothing left on its way.
+    pub(crate) fn settled(replies: Vec<Option<R>>) -> Self {
+        Decided {
+            replies,
+            stragglers: Stragglers(None),
+        }
+    }
+}
+
+impl<F> Stragglers<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send,
+{
+    /// Drives the remaining requests to their replies (or per-node timeouts)
+    /// on the current runtime, replies ignored. `None` if nothing was left.
+    /// Dropping the handle leaves the task running.
+    pub(crate) fn finish_in_background(self) -> Option<tokio::task::JoinHandle<()>> {
+        let mut pending = self.0.filter(|pending| !pending.is_empty())?;
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        Some(runtime.spawn(async move { while pending.next().await.is_some() {} }))
+    }
+}
+
+/// Runs one future per node concurrently (each resolving to its node's
+/// index and result) and returns as soon as `is_yes` answers have reached a
+/// quorum or enough other answers have made one impossible. Callers must
+/// treat a `None` node as unknown: acquire undoes a failed attempt on every
+/// node, and a granted lock may still be on its way to the other nodes.
 pub(crate) async fn decide<R, F>(
     requests: impl IntoIterator<Item = F>,
     quorum: Quorum,
     is_yes: impl Fn(&R) -> bool,
-) -> Vec<Option<R>>
+) -> Decided<R, F>
 where
-    F: Future<Output = R>,
+    F: Future<Output = (usize, R)>,
 {
-    let mut pending: FuturesUnordered<_> = requests
-        .into_iter()
-        .enumerate()
-        .map(|(index, request)| async move { (index, request.await) })
-        .collect();
-    let mut results: Vec<Option<R>> = (0..pending.len()).map(|_| None).collect();
+    let mut pending: FuturesUnordered<F> = requests.into_iter().collect();
+    let mut replies: Vec<Option<R>> = (0..pending.len()).map(|_| None).collect();
     let (mut yes, mut no) = (0, 0);
     while let Some((index, result)) = pending.next().await {
         if is_yes(&result) {
@@ -66,12 +102,15 @@ where
         } else {
             no += 1;
         }
-        results[index] = Some(result);
+        replies[index] = Some(result);
         if quorum.reached(yes) || quorum.impossible(no) {
             break;
         }
     }
-    results
+    Decided {
+        replies,
+        stragglers: Stragglers(Some(pending)),
+    }
 }
 
 #[cfg(test)]
@@ -88,34 +127,60 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn decides_without_waiting_for_stragglers() {
-        use std::time::Duration;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// Node `i` answers `ok` after `ms` milliseconds, counting its answer in `done`.
+    fn answer(
+        i: usize,
+        ms: u64,
+        ok: bool,
+        done: &Arc<AtomicUsize>,
+    ) -> impl Future<Output = (usize, bool)> + Send + 'static {
+        let done = done.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            done.fetch_add(1, Ordering::SeqCst);
+            (i, ok)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn decides_without_waiting_for_stragglers_and_can_let_them_finish() {
+        let done = Arc::new(AtomicUsize::new(0));
         let delays = [1u64, 2, 3, 10_000, 10_000];
-        let started = std::time::Instant::now();
-        let results = decide(
-            delays.iter().map(|&ms| async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                true
-            }),
+        let started = tokio::time::Instant::now();
+        let decided = decide(
+            delays
+                .iter()
+                .enumerate()
+                .map(|(i, &ms)| answer(i, ms, true, &done)),
             Quorum::of(5),
             |ok| *ok,
         )
         .await;
         assert!(started.elapsed() < Duration::from_secs(5));
-        assert_eq!(results.iter().filter(|r| r.is_some()).count(), 3);
-        assert!(results[3].is_none() && results[4].is_none());
+        assert_eq!(decided.replies.iter().filter(|r| r.is_some()).count(), 3);
+        assert!(decided.replies[3].is_none() && decided.replies[4].is_none());
+        let task = decided.stragglers.finish_in_background();
+        assert!(task.is_some(), "two requests were still on their way");
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        assert_eq!(done.load(Ordering::SeqCst), 5, "the stragglers ran to their end");
     }
 
-    #[tokio::test]
-    async fn decides_failure_early() {
-        use std::time::Duration;
-        let answers = [(1u64, false), (2, false), (10_000, true)].map(|(ms, ok)| async move {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            ok
-        });
-        let results = decide(answers, Quorum::of(3), |ok| *ok).await;
-        assert_eq!(results.iter().filter(|r| r.is_some()).count(), 2);
-        assert!(results[2].is_none());
+    #[tokio::test(start_paused = true)]
+    async fn decides_failure_early_and_dropping_stragglers_cancels_them() {
+        let done = Arc::new(AtomicUsize::new(0));
+        let answers = [(1u64, false), (2, false), (10_000, true)]
+            .into_iter()
+            .enumerate()
+            .map(|(i, (ms, ok))| answer(i, ms, ok, &done));
+        let decided = decide(answers, Quorum::of(3), |ok| *ok).await;
+        assert_eq!(decided.replies.iter().filter(|r| r.is_some()).count(), 2);
+        assert!(decided.replies[2].is_none());
+        drop(decided.stragglers);
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        assert_eq!(done.load(Ordering::SeqCst), 2, "a dropped straggler still ran");
     }
 }

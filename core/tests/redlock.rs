@@ -285,3 +285,80 @@ async fn redlock_error_names_the_nodes() {
     );
     assert!(text.contains("majority"), "{text}");
 }
+
+/// Five nodes, the last one without a connection yet and frozen: acquire
+/// decides on the other four while the request to the last one still waits
+/// to be sent. Returns the nodes and a client with generous timeouts.
+async fn five_nodes_one_unconnected_and_paused() -> (Vec<RedisNode>, fencelock::Client) {
+    let nodes = RedisNode::start_many(5, &NodeOptions::default());
+    nodes[4].kill();
+    let client = builder(&nodes)
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .connect_timeout(GENEROUS_NODE_TIMEOUT)
+        .build()
+        .await
+        .expect("a majority is up");
+    nodes[4].restart();
+    nodes[4].pause();
+    (nodes, client)
+}
+
+/// A node that can only answer after the quorum granted still gets the
+/// lock: the request on its way is not dropped when acquire returns, so the
+/// lock sits on every reachable node, not only on the first majority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_still_reaches_a_node_that_answers_after_the_quorum() {
+    let (nodes, client) = five_nodes_one_unconnected_and_paused().await;
+    let key = lock_key("late-node");
+    let lock = client
+        .acquire("late-node", LockOptions::new(ms(30_000)))
+        .await
+        .expect("four nodes are up");
+    let token = nodes[..4]
+        .iter()
+        .find_map(|node| get(node, &key))
+        .expect("granted on a live node");
+    nodes[4].resume();
+    assert!(
+        wait_until(ms(4000), || get(&nodes[4], &key).as_deref()
+            == Some(token.as_str()))
+        .await,
+        "the grant never reached the node that answered late"
+    );
+    lock.release().await.expect("release");
+    for node in &nodes {
+        assert_eq!(get(node, &key), None, "release left the lock on a node");
+    }
+}
+
+/// Released before a slow node got the grant: the grant must not land there
+/// after the release (which would leave a lock nobody holds until its ttl).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_not_overtaken_by_a_grant_still_on_its_way() {
+    let (nodes, client) = five_nodes_one_unconnected_and_paused().await;
+    let key = lock_key("overtaken");
+    let lock = client
+        .acquire("overtaken", LockOptions::new(ms(30_000)))
+        .await
+        .expect("four nodes are up");
+    let release = tokio::spawn(async move { lock.release().await });
+    tokio::time::sleep(ms(200)).await;
+    nodes[4].resume();
+    release
+        .await
+        .expect("release task")
+        .expect("released on a majority");
+    // Behind a round trip on the client's own connections: anything still
+    // queued for the slow node has run by then.
+    let clean = wait_until_settled(&client, "overtaken", ms(1000), || {
+        nodes.iter().all(|node| get(node, &key).is_none())
+    })
+    .await;
+    assert!(clean, "a grant landed after the release");
+    // And it stays clean: nothing arrives later either.
+    tokio::time::sleep(ms(300)).await;
+    let _ = client.inspect("overtaken").await;
+    for node in &nodes {
+        assert_eq!(get(node, &key), None, "a grant landed after the release");
+    }
+}

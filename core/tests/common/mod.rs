@@ -71,9 +71,10 @@ pub async fn wait_until_settled(
 }
 
 /// A lock on `{resource}-N` held on every node, not just a majority.
-/// Acquire returns once a majority granted, and a request still queued then
-/// is never sent, so a test that takes nodes away from a lock must start
-/// from one that sits on all of them: up to 5 tries on fresh names.
+/// Acquire returns once a majority granted and carries the grant to the
+/// other nodes in the background, so a test that takes nodes away from a
+/// lock must first wait until it sits on all of them (up to 5 tries on fresh
+/// names, should a node time out).
 pub async fn acquire_everywhere(
     client: &Client,
     nodes: &[RedisNode],
