@@ -116,6 +116,11 @@ struct Measurement {
     all_cycles: u64,
     client_cpu: Duration,
     server_cpu: Duration,
+    /// Socket reads and commands (those run inside scripts included) of all
+    /// nodes over all cycles: how well requests were batched, and whether
+    /// a cycle sends more than it should.
+    server_reads: u64,
+    server_commands: u64,
 }
 
 impl Measurement {
@@ -127,6 +132,8 @@ impl Measurement {
         self.all_cycles += other.all_cycles;
         self.client_cpu += other.client_cpu;
         self.server_cpu += other.server_cpu;
+        self.server_reads += other.server_reads;
+        self.server_commands += other.server_commands;
     }
 
     fn sort(&mut self) {
@@ -159,6 +166,15 @@ impl Measurement {
         let cycles = self.all_cycles.max(1) as f64;
         (micros(self.client_cpu) / cycles, micros(self.server_cpu) / cycles)
     }
+
+    /// Per cycle, over all nodes: (socket reads, commands).
+    fn server_work_per_cycle(&self) -> (f64, f64) {
+        let cycles = self.all_cycles.max(1) as f64;
+        (
+            self.server_reads as f64 / cycles,
+            self.server_commands as f64 / cycles,
+        )
+    }
 }
 
 /// What a measurement runs: how many tasks, and which node processes' CPU to count.
@@ -166,6 +182,8 @@ impl Measurement {
 struct Setup<'a> {
     tasks: usize,
     server_pids: &'a [u32],
+    /// One plain connection per node, for its `INFO stats`.
+    probes: &'a [MultiplexedConnection],
 }
 
 /// Runs `cycle` in a loop from `setup.tasks` tasks, each on its own key, for
@@ -177,6 +195,7 @@ where
 {
     let id = MEASUREMENT.fetch_add(1, Ordering::Relaxed);
     let (client_cpu, server_cpu) = (cpu_time("self"), servers_cpu_time(setup.server_pids));
+    let stats_before = servers_stats(setup.probes).await;
     let record_from = Instant::now() + WARM_UP;
     let stop_at = record_from + MEASURED;
     let handles: Vec<_> = (0..setup.tasks)
@@ -193,6 +212,9 @@ where
     total.window = record_from.elapsed();
     total.client_cpu = cpu_time("self").saturating_sub(client_cpu);
     total.server_cpu = servers_cpu_time(setup.server_pids).saturating_sub(server_cpu);
+    let stats = servers_stats(setup.probes).await;
+    total.server_reads = stats.0 - stats_before.0;
+    total.server_commands = stats.1 - stats_before.1;
     total.sort();
     total
 }
@@ -237,9 +259,11 @@ struct Comparison {
 async fn compare(nodes: &[RedisNode], tasks: usize) -> Comparison {
     let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
     let server_pids: Vec<u32> = nodes.iter().filter_map(RedisNode::pid).collect();
+    let probes = connect_probes(&urls).await;
     let setup = Setup {
         tasks,
         server_pids: &server_pids,
+        probes: &probes,
     };
     let floor = Floor::connect(&urls).await;
     let client = connect_ours(&urls).await;
@@ -375,7 +399,7 @@ fn print_throughput(comparisons: &[Comparison]) {
          ({ROUNDS} alternating rounds of {WARM_UP:?} warm-up + {MEASURED:?} measured per side)"
     );
     println!(
-        "   {:>5}  {:<9}  {:>8}  {:>7}  {:>7}  {:>9}  {:>6}  {:>18}  {:>18}",
+        "   {:>5}  {:<9}  {:>8}  {:>7}  {:>7}  {:>9}  {:>6}  {:>18}  {:>18}  {:>10}  {:>9}",
         "nodes",
         "client",
         "cycles",
@@ -384,7 +408,9 @@ fn print_throughput(comparisons: &[Comparison]) {
         "cycles/s",
         "errors",
         "client CPU µs/cyc",
-        "redis CPU µs/cyc"
+        "redis CPU µs/cyc",
+        "reads/cyc",
+        "cmds/cyc"
     );
     for c in comparisons {
         print_measurement_row(c.nodes, "floor", &c.floor);
@@ -418,8 +444,9 @@ fn print_throughput(comparisons: &[Comparison]) {
 
 fn print_measurement_row(nodes: usize, client: &str, m: &Measurement) {
     let (client_cpu, server_cpu) = m.cpu_per_cycle();
+    let (reads, commands) = m.server_work_per_cycle();
     println!(
-        "   {:>5}  {:<9}  {:>8}  {:>7.0}  {:>7.0}  {:>9.0}  {:>6}  {:>18.1}  {:>18.1}",
+        "   {:>5}  {:<9}  {:>8}  {:>7.0}  {:>7.0}  {:>9.0}  {:>6}  {:>18.1}  {:>18.1}  {:>10.2}  {:>9.2}",
         nodes,
         client,
         m.samples.len(),
@@ -428,7 +455,9 @@ fn print_measurement_row(nodes: usize, client: &str, m: &Measurement) {
         m.per_second(),
         m.errors,
         client_cpu,
-        server_cpu
+        server_cpu,
+        reads,
+        commands
     );
 }
 
@@ -609,11 +638,7 @@ struct WatchdogReport {
 }
 
 async fn watchdog_at_scale(node: &RedisNode) -> WatchdogReport {
-    let mut probe = redis::Client::open(node.url())
-        .expect("a valid node URL")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect the INFO probe");
+    let mut probe = connect_probes(&[node.url()]).await.remove(0);
     let rss_before_kb = rss_kb();
     let client = Client::builder()
         .node(node.url())
@@ -829,6 +854,31 @@ fn cpu_time(pid: &str) -> Duration {
         .filter_map(|field| field.parse::<u32>().ok())
         .sum();
     TICK * ticks
+}
+
+/// (socket reads, commands processed) summed over the nodes behind `probes`.
+async fn servers_stats(probes: &[MultiplexedConnection]) -> (u64, u64) {
+    let mut total = (0, 0);
+    for probe in probes {
+        let stats = ServerStats::read(&mut probe.clone()).await;
+        total.0 += stats.reads;
+        total.1 += stats.commands;
+    }
+    total
+}
+
+async fn connect_probes(urls: &[String]) -> Vec<MultiplexedConnection> {
+    let mut probes = Vec::new();
+    for url in urls {
+        let client = redis::Client::open(url.as_str()).expect("a valid node URL");
+        probes.push(
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect the INFO probe"),
+        );
+    }
+    probes
 }
 
 fn servers_cpu_time(pids: &[u32]) -> Duration {
