@@ -8,8 +8,14 @@
 //!    FLOOR measured against the same nodes: the bare protocol through the
 //!    `redis` crate (one multiplexed connection per node; `SET key val NX PX
 //!    ttl`, then an `EVALSHA` compare-and-delete; on 5 nodes both steps go to
-//!    every node in parallel and wait for all). Floor and fencelock alternate
-//!    in rounds so that background load hits both alike. Beside each row, the
+//!    every node in parallel and wait for all). Beside it a second bare
+//!    client, the FENCED FLOOR, acquires with fencelock's acquire script
+//!    instead (`SET NX PX` and the fencing `INCR` in one `EVALSHA`, as the
+//!    protocol requires): the gap between the two floors is what issuing a
+//!    fencing token atomically with the grant costs Redis, which no client
+//!    can avoid; the gap between the fenced floor and fencelock is what our
+//!    client adds. The three alternate in rounds so that background load
+//!    hits all alike. Beside each row, the
 //!    CPU time this process and the redis-servers spent per cycle: on a small
 //!    machine where client and nodes share the cores, that is what bounds
 //!    throughput.
@@ -64,6 +70,14 @@ if current == ARGV[1] then
   return 1
 end
 if current == false then return -1 end
+return 0
+"#;
+
+/// fencelock's acquire script (`core/src/scripts.rs`), run by the fenced floor.
+const ACQUIRE_SCRIPT: &str = r#"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
 return 0
 "#;
 
@@ -247,15 +261,16 @@ where
     out
 }
 
-/// fencelock and the floor measured on the same nodes.
+/// fencelock and the two floors measured on the same nodes.
 struct Comparison {
     nodes: usize,
     floor: Measurement,
+    fenced_floor: Measurement,
     ours: Measurement,
 }
 
-/// Floor and fencelock on `nodes` with `tasks` tasks each, alternating rounds
-/// so that background load hits both alike.
+/// The floors and fencelock on `nodes` with `tasks` tasks each, alternating
+/// rounds so that background load hits all alike.
 async fn compare(nodes: &[RedisNode], tasks: usize) -> Comparison {
     let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
     let server_pids: Vec<u32> = nodes.iter().filter_map(RedisNode::pid).collect();
@@ -265,18 +280,24 @@ async fn compare(nodes: &[RedisNode], tasks: usize) -> Comparison {
         server_pids: &server_pids,
         probes: &probes,
     };
-    let floor = Floor::connect(&urls).await;
+    let floor = Floor::connect(&urls, FloorAcquire::Set).await;
+    let fenced_floor = Floor::connect(&urls, FloorAcquire::FencingScript).await;
     let client = connect_ours(&urls).await;
     let mut comparison = Comparison {
         nodes: nodes.len(),
         floor: Measurement::default(),
+        fenced_floor: Measurement::default(),
         ours: Measurement::default(),
     };
     for _ in 0..ROUNDS {
         comparison.floor.merge(measure_floor(&floor, setup).await);
+        comparison
+            .fenced_floor
+            .merge(measure_floor(&fenced_floor, setup).await);
         comparison.ours.merge(measure_ours(&client, setup).await);
     }
     comparison.floor.sort();
+    comparison.fenced_floor.sort();
     comparison.ours.sort();
     comparison
 }
@@ -318,50 +339,78 @@ async fn connect_ours(urls: &[String]) -> Client {
 // ---------------------------------------------------------------------------
 // The floor: the bare protocol through the redis crate
 
-/// One multiplexed connection per node and the release script's SHA.
+/// How a bare-protocol client takes the lock.
+#[derive(Clone, Copy, PartialEq)]
+enum FloorAcquire {
+    /// `SET key token NX PX ttl`: the floor the issue sets.
+    Set,
+    /// fencelock's acquire script: the same `SET` and the fencing `INCR`.
+    FencingScript,
+}
+
+/// One multiplexed connection per node and the scripts' SHAs.
 struct Floor {
     connections: Vec<MultiplexedConnection>,
+    acquire: FloorAcquire,
+    acquire_sha: String,
     release_sha: String,
 }
 
 impl Floor {
-    async fn connect(urls: &[String]) -> Arc<Floor> {
+    async fn connect(urls: &[String], acquire: FloorAcquire) -> Arc<Floor> {
         let mut connections = Vec::new();
-        let mut release_sha = String::new();
+        let (mut acquire_sha, mut release_sha) = (String::new(), String::new());
         for url in urls {
             let client = redis::Client::open(url.as_str()).expect("a valid node URL");
             let mut connection = client
                 .get_multiplexed_async_connection()
                 .await
                 .expect("connect the floor to a node");
-            release_sha = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(RELEASE_SCRIPT)
-                .query_async(&mut connection)
-                .await
-                .expect("SCRIPT LOAD");
+            acquire_sha = load_script(&mut connection, ACQUIRE_SCRIPT).await;
+            release_sha = load_script(&mut connection, RELEASE_SCRIPT).await;
             connections.push(connection);
         }
         Arc::new(Floor {
             connections,
+            acquire,
+            acquire_sha,
             release_sha,
         })
     }
 
-    /// `SET NX PX` on every node, then compare-and-delete on every node.
+    /// Acquire on every node, then compare-and-delete on every node.
     async fn cycle(&self, key: &str, seq: u64) -> CycleResult {
-        let key = format!("floor:{key}");
         let token = format!("{seq:032x}");
         let ttl_ms = CYCLE_TTL.as_millis().to_string();
-        let set = redis::cmd("SET")
-            .arg(&key)
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(&ttl_ms)
-            .clone();
-        self.everywhere(&set, |reply| matches!(reply, Value::Okay))
-            .await?;
+        let key = match self.acquire {
+            FloorAcquire::Set => {
+                let key = format!("floor:{key}");
+                let set = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(&ttl_ms)
+                    .clone();
+                self.everywhere(&set, |reply| matches!(reply, Value::Okay))
+                    .await?;
+                key
+            }
+            FloorAcquire::FencingScript => {
+                let key = format!("fenced-floor:{{{key}}}");
+                let acquire = redis::cmd("EVALSHA")
+                    .arg(&self.acquire_sha)
+                    .arg(2)
+                    .arg(&key)
+                    .arg(format!("{key}:fence"))
+                    .arg(&token)
+                    .arg(&ttl_ms)
+                    .clone();
+                self.everywhere(&acquire, |reply| matches!(reply, Value::Int(n) if *n >= 1))
+                    .await?;
+                key
+            }
+        };
         let release = redis::cmd("EVALSHA")
             .arg(&self.release_sha)
             .arg(1)
@@ -390,6 +439,15 @@ impl Floor {
     }
 }
 
+async fn load_script(connection: &mut MultiplexedConnection, script: &str) -> String {
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(script)
+        .query_async(connection)
+        .await
+        .expect("SCRIPT LOAD")
+}
+
 // ---------------------------------------------------------------------------
 // Section 1: throughput against the floor
 
@@ -399,7 +457,7 @@ fn print_throughput(comparisons: &[Comparison]) {
          ({ROUNDS} alternating rounds of {WARM_UP:?} warm-up + {MEASURED:?} measured per side)"
     );
     println!(
-        "   {:>5}  {:<9}  {:>8}  {:>7}  {:>7}  {:>9}  {:>6}  {:>18}  {:>18}  {:>10}  {:>9}",
+        "   {:>5}  {:<12}  {:>8}  {:>7}  {:>7}  {:>9}  {:>6}  {:>18}  {:>18}  {:>10}  {:>9}",
         "nodes",
         "client",
         "cycles",
@@ -414,6 +472,7 @@ fn print_throughput(comparisons: &[Comparison]) {
     );
     for c in comparisons {
         print_measurement_row(c.nodes, "floor", &c.floor);
+        print_measurement_row(c.nodes, "fenced floor", &c.fenced_floor);
         print_measurement_row(c.nodes, "fencelock", &c.ours);
     }
     println!(
@@ -424,7 +483,7 @@ fn print_throughput(comparisons: &[Comparison]) {
         let p50_target = if c.nodes == 1 { 1.15 } else { 1.3 };
         let p50 = ratio(micros(c.ours.p50()), micros(c.floor.p50()));
         let rate = ratio(c.ours.per_second(), c.floor.per_second());
-        let nodes = format!("{} node{}", c.nodes, if c.nodes == 1 { "" } else { "s" });
+        let nodes = nodes_label(c.nodes);
         print_ratio(&format!("{nodes}: p50 latency"), p50, Target::AtMost(p50_target));
         print_ratio(&format!("{nodes}: throughput"), rate, Target::AtLeast(0.85));
     }
@@ -432,21 +491,45 @@ fn print_throughput(comparisons: &[Comparison]) {
         "   (with {TASKS} tasks in a closed loop, p50 tracks {TASKS} / throughput: both ratios mostly say \
          the same thing)"
     );
-    for (nodes, m) in comparisons
-        .iter()
-        .flat_map(|c| [(c.nodes, &c.floor), (c.nodes, &c.ours)])
-    {
+    println!(
+        "\n   {:<33}  {:>7}  {:>20}",
+        "where the gap is", "value", "fenced floor / floor"
+    );
+    for c in comparisons {
+        let nodes = nodes_label(c.nodes);
+        let ours = ratio(c.ours.per_second(), c.fenced_floor.per_second());
+        let protocol = ratio(c.fenced_floor.per_second(), c.floor.per_second());
+        println!(
+            "   {:<33}  {ours:>6.2}×  {protocol:>19.2}×",
+            format!("{nodes}: throughput / fenced floor")
+        );
+    }
+    println!(
+        "   (fenced floor / floor: what the atomic fencing INCR costs any client; fencelock / fenced floor: \
+         what our client adds)"
+    );
+    for (nodes, m) in comparisons.iter().flat_map(|c| {
+        [
+            (c.nodes, &c.floor),
+            (c.nodes, &c.fenced_floor),
+            (c.nodes, &c.ours),
+        ]
+    }) {
         if let Some(err) = &m.first_error {
             println!("   note: {nodes}-node run had {} errors, first: {err}", m.errors);
         }
     }
 }
 
+fn nodes_label(nodes: usize) -> String {
+    format!("{nodes} node{}", if nodes == 1 { "" } else { "s" })
+}
+
 fn print_measurement_row(nodes: usize, client: &str, m: &Measurement) {
     let (client_cpu, server_cpu) = m.cpu_per_cycle();
     let (reads, commands) = m.server_work_per_cycle();
     println!(
-        "   {:>5}  {:<9}  {:>8}  {:>7.0}  {:>7.0}  {:>9.0}  {:>6}  {:>18.1}  {:>18.1}  {:>10.2}  {:>9.2}",
+        "   {:>5}  {:<12}  {:>8}  {:>7.0}  {:>7.0}  {:>9.0}  {:>6}  {:>18.1}  {:>18.1}  {:>10.2}  {:>9.2}",
         nodes,
         client,
         m.samples.len(),

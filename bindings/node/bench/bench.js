@@ -3,14 +3,22 @@
 // Uncontended acquire+release cycles: fencelock against redlock (with
 // ioredis) and redis-semaphore (Mutex / RedlockMutex), in the same run, on
 // the same redis-server nodes, with 32 concurrent async loops on distinct
-// keys, at 1 node and at 5 nodes. Prints throughput, p50/p99 latency and
-// same-run ratios. Not a test: the numbers depend on the machine.
+// keys, at 1 node and at 5 nodes. Prints throughput, p50/p99 latency,
+// same-run ratios, and the CPU time this process and the Redis nodes spent
+// per cycle. Not a test: the numbers depend on the machine.
+//
+// A fourth row, "ioredis + our scripts", is not a library: it is fencelock's
+// wire protocol (the acquire script with its fencing INCR, then the
+// compare-and-delete) sent bare through ioredis. It shows what issuing a
+// fencing token atomically with the grant costs Redis, which any client of
+// that protocol pays, apart from what the client itself costs.
 //
 //   cd bindings/node/bench && npm install && node bench.js [seconds-per-run] [rounds]
 //
 // The machine is shared and noisy: each library runs ROUNDS times, the runs
 // interleaved in rotating order, and the table shows each one's median run.
 
+const crypto = require('node:crypto')
 const { Client } = require('..')
 const { RedisNodes } = require('../test/helpers.js')
 const Redis = require('ioredis')
@@ -23,8 +31,44 @@ const SECONDS = Number(process.argv[2] ?? 1.5)
 const ROUNDS = Number(process.argv[3] ?? 5)
 const WARMUP_MS = 500
 
-/** Runs `LOOPS` loops of `cycle(loopIndex)` for `SECONDS`; returns cycles/s and latencies. */
-async function measure(makeCycle) {
+/** fencelock's acquire and release scripts (docs/protocol.md), for the bare-protocol row. */
+const ACQUIRE_SCRIPT = `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return 0`
+const RELEASE_SCRIPT = `
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if current == false then return -1 end
+return 0`
+
+/** CPU seconds the Redis nodes have used so far (`INFO cpu`, user + system). */
+async function redisCpuSeconds(probes) {
+  let total = 0
+  for (const probe of probes) {
+    const info = await probe.info('cpu')
+    for (const field of ['used_cpu_sys', 'used_cpu_user']) {
+      total += Number(new RegExp(`^${field}:([0-9.]+)`, 'm').exec(info)[1])
+    }
+  }
+  return total
+}
+
+/** CPU seconds this process (every thread, the addon's included) has used so far. */
+function ownCpuSeconds() {
+  const { user, system } = process.cpuUsage()
+  return (user + system) / 1e6
+}
+
+/**
+ * Runs `LOOPS` loops of `cycle(loopIndex)` for `SECONDS`; returns cycles/s,
+ * latencies, and the CPU µs per cycle of this process and of the nodes.
+ */
+async function measure(probes, makeCycle) {
   const cycles = []
   for (let i = 0; i < LOOPS; i++) cycles.push(await makeCycle(i))
   let recording = false
@@ -39,21 +83,30 @@ async function measure(makeCycle) {
   }
   const running = cycles.map(loop)
   await new Promise((r) => setTimeout(r, WARMUP_MS))
+  const [ownBefore, redisBefore] = [ownCpuSeconds(), await redisCpuSeconds(probes)]
   recording = true
   const began = process.hrtime.bigint()
   await new Promise((r) => setTimeout(r, SECONDS * 1000))
   recording = false
   const elapsed = Number(process.hrtime.bigint() - began) / 1e9
+  const [ownAfter, redisAfter] = [ownCpuSeconds(), await redisCpuSeconds(probes)]
   stop = true
   await Promise.all(running)
   latencies.sort((a, b) => a - b)
   const at = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]
-  return { throughput: latencies.length / elapsed, p50: at(0.5), p99: at(0.99) }
+  const perCycle = (seconds) => (seconds * 1e6) / Math.max(1, latencies.length)
+  return {
+    throughput: latencies.length / elapsed,
+    p50: at(0.5),
+    p99: at(0.99),
+    ownCpu: perCycle(ownAfter - ownBefore),
+    redisCpu: perCycle(redisAfter - redisBefore),
+  }
 }
 
-async function fencelockCycles(urls, tag) {
+async function fencelockCycles(urls, tag, probes) {
   const client = new Client({ nodes: urls })
-  const result = await measure(async (i) => {
+  const result = await measure(probes, async (i) => {
     const resource = `bench:fencelock:${tag}:${i}`
     return async () => {
       const lock = await client.acquire(resource, { ttl: TTL_MS, wait: 0 })
@@ -64,11 +117,11 @@ async function fencelockCycles(urls, tag) {
   return result
 }
 
-async function redlockCycles(urls, tag) {
+async function redlockCycles(urls, tag, probes) {
   const clients = urls.map((url) => new Redis(url))
   const redlock = new Redlock(clients, { retryCount: 0, driftFactor: 0.01 })
   redlock.on('clientError', () => {})
-  const result = await measure(async (i) => {
+  const result = await measure(probes, async (i) => {
     const resource = `bench:redlock:${tag}:${i}`
     return async () => {
       const lock = await redlock.lock(resource, TTL_MS)
@@ -79,15 +132,35 @@ async function redlockCycles(urls, tag) {
   return result
 }
 
-async function semaphoreCycles(urls, tag) {
+async function semaphoreCycles(urls, tag, probes) {
   const clients = urls.map((url) => new Redis(url))
   const options = { lockTimeout: TTL_MS, acquireTimeout: 1000, refreshInterval: TTL_MS * 0.8 }
-  const result = await measure(async (i) => {
+  const result = await measure(probes, async (i) => {
     const key = `bench:semaphore:${tag}:${i}`
     const mutex = clients.length === 1 ? new Mutex(clients[0], key, options) : new RedlockMutex(clients, key, options)
     return async () => {
       await mutex.acquire()
       await mutex.release()
+    }
+  })
+  await Promise.all(clients.map((c) => c.quit()))
+  return result
+}
+
+async function bareProtocolCycles(urls, tag, probes) {
+  const clients = urls.map((url) => new Redis(url))
+  for (const c of clients) {
+    c.defineCommand('fencelockAcquire', { numberOfKeys: 2, lua: ACQUIRE_SCRIPT })
+    c.defineCommand('fencelockRelease', { numberOfKeys: 1, lua: RELEASE_SCRIPT })
+  }
+  const result = await measure(probes, async (i) => {
+    const key = `bench:bare:{${tag}:${i}}`
+    const fence = `${key}:fence`
+    return async () => {
+      const token = crypto.randomBytes(16).toString('hex')
+      const granted = await Promise.all(clients.map((c) => c.fencelockAcquire(key, fence, token, TTL_MS)))
+      if (!granted.every((n) => n >= 1)) throw new Error(`bare acquire refused: ${granted}`)
+      await Promise.all(clients.map((c) => c.fencelockRelease(key, token)))
     }
   })
   await Promise.all(clients.map((c) => c.quit()))
@@ -104,11 +177,14 @@ function row(name, r, redlock, semaphore) {
     ratio(r.throughput, redlock.throughput).padStart(12),
     ratio(r.throughput, semaphore.throughput).padStart(14),
     ratio(r.p50, redlock.p50).padStart(11),
+    r.ownCpu.toFixed(1).padStart(12),
+    r.redisCpu.toFixed(1).padStart(12),
   ].join(' ')
 }
 
 async function main() {
   const nodes = await RedisNodes.start(5)
+  const probes = nodes.urls.map((url) => new Redis(url))
   try {
     console.log(
       `acquire+release cycles, ${LOOPS} concurrent loops on distinct keys, ${SECONDS} s per run, Node ${process.version}`,
@@ -116,17 +192,22 @@ async function main() {
     for (const count of [1, 5]) {
       const urls = nodes.urls.slice(0, count)
       const tag = `${count}n`
-      const runners = { fencelock: fencelockCycles, redlock: redlockCycles, semaphore: semaphoreCycles }
-      const runs = { fencelock: [], redlock: [], semaphore: [] }
+      const runners = {
+        fencelock: fencelockCycles,
+        redlock: redlockCycles,
+        semaphore: semaphoreCycles,
+        bare: bareProtocolCycles,
+      }
+      const runs = { fencelock: [], redlock: [], semaphore: [], bare: [] }
       const order = Object.keys(runners)
       for (let round = 0; round < ROUNDS; round++) {
         for (let k = 0; k < order.length; k++) {
           const name = order[(round + k) % order.length]
-          runs[name].push(await runners[name](urls, tag))
+          runs[name].push(await runners[name](urls, tag, probes.slice(0, count)))
         }
       }
       const median = (list) => [...list].sort((a, b) => a.throughput - b.throughput)[Math.floor(list.length / 2)]
-      const [f, rl, s] = [median(runs.fencelock), median(runs.redlock), median(runs.semaphore)]
+      const [f, rl, s, bare] = [runs.fencelock, runs.redlock, runs.semaphore, runs.bare].map(median)
       console.log(`\n${count} node${count > 1 ? 's' : ''} (median of ${ROUNDS} interleaved runs each)`)
       console.log(
         [
@@ -137,13 +218,22 @@ async function main() {
           'vs redlock'.padStart(12),
           'vs semaphore'.padStart(14),
           'p50 vs rl'.padStart(11),
+          'own CPU µs'.padStart(12),
+          'redis CPU µs'.padStart(12),
         ].join(' '),
       )
       console.log(row('fencelock', f, rl, s))
       console.log(row('redlock 4 + ioredis', rl, rl, s))
       console.log(row(count === 1 ? 'redis-semaphore Mutex' : 'redis-semaphore Redlock', s, rl, s))
+      console.log(row('ioredis + our scripts', bare, rl, s))
     }
+    console.log(
+      '\n(CPU µs per cycle: "own" is this process, every thread; "redis" is all nodes together.',
+      "The last row is not a library but fencelock's protocol sent bare through ioredis:",
+      'its Redis CPU is what the atomic fencing token costs any client.)',
+    )
   } finally {
+    await Promise.all(probes.map((p) => p.quit()))
     await nodes.stop()
   }
 }

@@ -23,6 +23,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures_util::FutureExt;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use napi::bindgen_prelude::{FromNapiValue, PromiseRaw, ToNapiValue};
 use napi::{Status, sys};
 
@@ -101,9 +102,17 @@ impl Sender {
 }
 
 /// Operations submitted from the JavaScript thread, handed to the runtime in
-/// batches: the first submission of a burst spawns one task that spawns the
-/// rest from inside the runtime, so a burst (every promise a drain's
-/// callbacks start) wakes the runtime once instead of once per operation.
+/// bursts: the first submission of a burst (every promise that one drain's
+/// callbacks start) spawns one task, and that task drives the whole burst.
+///
+/// Driving a burst in one task rather than spawning a task per operation is
+/// what lets its requests leave together: each operation runs up to its
+/// first reply before the connection's writer task gets the thread, so the
+/// writer finds them all queued and sends them in one system call. With a
+/// task each, tokio runs the writer right after every single operation and
+/// each request costs its own `writev` (measured: 1.3–2.4 socket writes per
+/// acquire+release cycle before, 0.2–0.4 after). Every operation catches its
+/// own panic (see [`EnvState::promise`]), so one cannot take its burst down.
 struct Outbox {
     state: Mutex<(Vec<BoxedTask>, bool)>,
 }
@@ -127,9 +136,8 @@ impl Outbox {
                     state.1 = false;
                     std::mem::take(&mut state.0)
                 };
-                for task in tasks {
-                    tokio::spawn(task);
-                }
+                let mut burst: FuturesUnordered<BoxedTask> = tasks.into_iter().collect();
+                while burst.next().await.is_some() {}
             });
         }
     }
