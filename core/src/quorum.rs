@@ -116,7 +116,7 @@ where
 /// all of them. (A `FuturesUnordered` makes one per request and copies each
 /// request into it: a measurable share of a 5-node lock cycle.) A wake-up
 /// polls every request still pending, which is cheap for a handful of nodes.
-pub(crate) struct InFlight<F> {
+struct InFlight<F> {
     slots: Pin<Box<[Option<F>]>>,
     left: usize,
 }
