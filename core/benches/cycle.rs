@@ -29,7 +29,7 @@
 //! fails the run (this is a report, not a test). Other load on the machine
 //! shows in the results: the load average is printed at the start and end.
 //!
-//! Run it with `cargo bench -p fencelock --bench cycle` (about 45 s after the build).
+//! Run it with `cargo bench -p fencelock --bench cycle` (about a minute after the build).
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
