@@ -15,10 +15,9 @@
 //!    fencing token atomically with the grant costs Redis, which no client
 //!    can avoid; the gap between the fenced floor and fencelock is what our
 //!    client adds. The three alternate in rounds so that background load
-//!    hits all alike. Beside each row, the
-//!    CPU time this process and the redis-servers spent per cycle: on a small
-//!    machine where client and nodes share the cores, that is what bounds
-//!    throughput.
+//!    hits all alike. Beside each row, the CPU time this process and the
+//!    redis-servers spent per cycle: on a small machine where client and
+//!    nodes share the cores, that is what bounds throughput.
 //! 2. Scaling: single-task sequential cycle p50 at 1, 3, 5 and 7 nodes.
 //! 3. The watchdog at scale: one client holding 10,000 auto-renewed locks on
 //!    one node; process RSS and the renewal traffic seen by Redis
