@@ -9,9 +9,10 @@
 //
 // A fourth row, "ioredis + our scripts", is not a library: it is fencelock's
 // wire protocol (the acquire script with its fencing INCR, then the
-// compare-and-delete) sent bare through ioredis. It shows what issuing a
-// fencing token atomically with the grant costs Redis, which any client of
-// that protocol pays, apart from what the client itself costs.
+// compare-and-delete) sent bare through ioredis. Beside redis-semaphore's
+// Mutex (the same ioredis, acquiring with a plain SET) its Redis CPU shows
+// what issuing the fencing token atomically with the grant costs Redis,
+// which any client of that protocol pays, apart from the client's own cost.
 //
 //   cd bindings/node/bench && npm install && node bench.js [seconds-per-run] [rounds]
 //
@@ -230,7 +231,7 @@ async function main() {
     console.log(
       '\n(CPU µs per cycle: "own" is this process, every thread; "redis" is all nodes together.',
       "The last row is not a library but fencelock's protocol sent bare through ioredis:",
-      'its Redis CPU is what the atomic fencing token costs any client.)',
+      "its Redis CPU beside redis-semaphore's (same ioredis, plain SET) is what the atomic fencing token costs.)",
     )
   } finally {
     await Promise.all(probes.map((p) => p.quit()))
