@@ -61,7 +61,8 @@ const HOLD_FOR: Duration = Duration::from_secs(6);
 /// Acquisitions or releases in flight while taking or freeing the held locks.
 const BULK_CONCURRENCY: usize = 64;
 
-/// The compare-and-delete release of the floor (the same script as fencelock's).
+/// The compare-and-delete release of the floor (the same script as fencelock's;
+/// [`protocol_sha`] checks the copy).
 const RELEASE_SCRIPT: &str = r#"
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
@@ -72,7 +73,8 @@ if current == false then return -1 end
 return 0
 "#;
 
-/// fencelock's acquire script (`core/src/scripts.rs`), run by the fenced floor.
+/// fencelock's acquire script (`core/src/scripts.rs`), run by the fenced floor
+/// ([`protocol_sha`] checks the copy).
 const ACQUIRE_SCRIPT: &str = r#"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('INCR', KEYS[2])
@@ -365,8 +367,8 @@ impl Floor {
                 .get_multiplexed_async_connection()
                 .await
                 .expect("connect the floor to a node");
-            acquire_sha = load_script(&mut connection, ACQUIRE_SCRIPT).await;
-            release_sha = load_script(&mut connection, RELEASE_SCRIPT).await;
+            acquire_sha = load_script(&mut connection, ACQUIRE_SCRIPT, "ACQUIRE").await;
+            release_sha = load_script(&mut connection, RELEASE_SCRIPT, "RELEASE").await;
             connections.push(connection);
         }
         Arc::new(Floor {
@@ -438,13 +440,32 @@ impl Floor {
     }
 }
 
-async fn load_script(connection: &mut MultiplexedConnection, script: &str) -> String {
-    redis::cmd("SCRIPT")
+/// Loads the floor's copy of protocol script `name`; refuses a copy that is
+/// no longer the protocol's, which would measure something else.
+async fn load_script(connection: &mut MultiplexedConnection, script: &str, name: &str) -> String {
+    let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(script)
         .query_async(connection)
         .await
-        .expect("SCRIPT LOAD")
+        .expect("SCRIPT LOAD");
+    assert_eq!(
+        sha,
+        protocol_sha(name),
+        "the bench's copy of {name} differs from tests/vectors/protocol.json: copy it from core/src/scripts.rs"
+    );
+    sha
+}
+
+/// The SHA1 that `tests/vectors/protocol.json` gives protocol script `name`.
+fn protocol_sha(name: &str) -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors/protocol.json");
+    let text = std::fs::read_to_string(path).expect("read tests/vectors/protocol.json");
+    let vectors: serde_json::Value = serde_json::from_str(&text).expect("protocol.json is JSON");
+    vectors["scripts"][name]
+        .as_str()
+        .unwrap_or_else(|| panic!("protocol.json has no script {name}"))
+        .to_owned()
 }
 
 // ---------------------------------------------------------------------------

@@ -32,12 +32,17 @@ const SECONDS = Number(process.argv[2] ?? 1.5)
 const ROUNDS = Number(process.argv[3] ?? 5)
 const WARMUP_MS = 500
 
-/** fencelock's acquire and release scripts (docs/protocol.md), for the bare-protocol row. */
+/**
+ * fencelock's acquire and release scripts (docs/protocol.md §3, each source
+ * starting and ending with a newline), for the bare-protocol row; checked
+ * against the SHA1s in tests/vectors/protocol.json so the copy cannot drift.
+ */
 const ACQUIRE_SCRIPT = `
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('INCR', KEYS[2])
 end
-return 0`
+return 0
+`
 const RELEASE_SCRIPT = `
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
@@ -45,7 +50,23 @@ if current == ARGV[1] then
   return 1
 end
 if current == false then return -1 end
-return 0`
+return 0
+`
+/** Throws if a copied script is no longer the protocol's (it would measure something else). */
+function checkScriptCopies() {
+  const { scripts } = require('../../../tests/vectors/protocol.json')
+  for (const [name, source] of [
+    ['ACQUIRE', ACQUIRE_SCRIPT],
+    ['RELEASE', RELEASE_SCRIPT],
+  ]) {
+    const sha = crypto.createHash('sha1').update(source).digest('hex')
+    if (sha !== scripts[name]) {
+      throw new Error(
+        `bench.js's copy of ${name} differs from tests/vectors/protocol.json: copy it from docs/protocol.md`,
+      )
+    }
+  }
+}
 
 /** CPU seconds the Redis nodes have used so far (`INFO cpu`, user + system). */
 async function redisCpuSeconds(probes) {
@@ -184,6 +205,7 @@ function row(name, r, redlock, semaphore) {
 }
 
 async function main() {
+  checkScriptCopies()
   const nodes = await RedisNodes.start(5)
   const probes = nodes.urls.map((url) => new Redis(url))
   try {
