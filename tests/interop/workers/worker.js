@@ -8,12 +8,20 @@ const path = require('node:path');
 const { setTimeout: sleep } = require('node:timers/promises');
 const { Client } = require(path.join(__dirname, '..', '..', '..', 'bindings', 'node'));
 
-const { performance } = require('node:perf_hooks');
-
-// Wall-clock nanoseconds, comparable across processes on one machine: the
-// wall-clock time origin plus the monotonic offset, both at sub-ms precision.
-const origin = BigInt(Math.floor(performance.timeOrigin * 1000)) * 1000n;
-const nowNs = () => origin + BigInt(Math.round(performance.now() * 1e6));
+// Wall-clock nanoseconds, comparable with the other workers' CLOCK_REALTIME.
+// Date.now() has only millisecond precision, so this waits for its next tick
+// (at most 1 ms) and returns that edge, which is exact to a few µs. It used
+// to be performance.timeOrigin + performance.now(), but Node reads the two
+// clocks behind timeOrigin one after the other at start-up. On a loaded
+// machine a preemption between the reads skews every timestamp of the
+// process by milliseconds. A CI run saw two sections "overlap" by that skew
+// while the counter stayed exact.
+function nowNs() {
+  const current = Date.now();
+  let next = Date.now();
+  while (next === current) next = Date.now();
+  return BigInt(next) * 1000000n;
+}
 
 async function main() {
   const [nodes, resource, iterations, counter, log] = process.argv.slice(2);
