@@ -29,9 +29,11 @@
  * - Blocking: functions without _async may block for network round trips; each
  *   says for how long. Called from a fencelock callback (a fencelock runtime
  *   thread) they return FENCELOCK_STATUS_WOULD_BLOCK instead of deadlocking.
- * - Callbacks run on fencelock runtime threads, never on yours; a callback for
- *   an operation is called exactly once. Lost-lock events can instead be pulled
- *   on your own thread with fencelock_client_next_event.
+ * - Callbacks run on fencelock's runtime thread (one per process), never on
+ *   yours; a callback for an operation is called exactly once. While a callback
+ *   runs, no other fencelock I/O of the process moves (renewals included): return
+ *   quickly and hand long work to a thread of yours. Lost-lock events can instead
+ *   be pulled on your own thread with fencelock_client_next_event.
  * - Threads: clients and locks may be used from any thread, concurrently,
  *   except that an object must not be freed while another thread uses it.
  * - fork(): objects made before fork() return FENCELOCK_STATUS_CLOSED in the
