@@ -16,8 +16,12 @@
 //
 //   cd bindings/node/bench && npm install && node bench.js [seconds-per-run] [rounds]
 //
-// The machine is shared and noisy: each library runs ROUNDS times, the runs
-// interleaved in rotating order, and the table shows each one's median run.
+// The machine is shared and noisy: each library runs ROUNDS times; a round
+// runs every library once, back to back, in rotating order. The absolute
+// columns show each library's median run; each ratio is the median of the
+// per-round ratios (both libraries measured seconds apart, so a slow spell
+// of the machine hits both), and the range of those ratios is printed below
+// the table.
 
 const crypto = require('node:crypto')
 const { Client } = require('..')
@@ -189,19 +193,46 @@ async function bareProtocolCycles(urls, tag, probes) {
   return result
 }
 
-function row(name, r, redlock, semaphore) {
-  const ratio = (x, y) => (y ? (x / y).toFixed(2) + '×' : '—')
+/** `x` as a ratio, e.g. `1.23×`. */
+function times(x) {
+  return Number.isFinite(x) ? x.toFixed(2) + '×' : '—'
+}
+
+function medianOf(values) {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]
+}
+
+/** Round-by-round ratios of one library's runs to another's: `field` of `runs` over `base`. */
+function perRound(runs, base, field) {
+  return runs.map((r, round) => r[field] / base[round][field])
+}
+
+/** A table row: the library's median run, and the medians of its per-round ratios. */
+function row(name, runs, redlock, semaphore) {
+  const r = medianRun(runs)
   return [
     name.padEnd(22),
     r.throughput.toFixed(0).padStart(9),
     r.p50.toFixed(0).padStart(8),
     r.p99.toFixed(0).padStart(8),
-    ratio(r.throughput, redlock.throughput).padStart(12),
-    ratio(r.throughput, semaphore.throughput).padStart(14),
-    ratio(r.p50, redlock.p50).padStart(11),
+    times(medianOf(perRound(runs, redlock, 'throughput'))).padStart(12),
+    times(medianOf(perRound(runs, semaphore, 'throughput'))).padStart(14),
+    times(medianOf(perRound(runs, redlock, 'p50'))).padStart(11),
     r.ownCpu.toFixed(1).padStart(12),
     r.redisCpu.toFixed(1).padStart(12),
   ].join(' ')
+}
+
+/** The run with the median throughput. */
+function medianRun(runs) {
+  return [...runs].sort((a, b) => a.throughput - b.throughput)[Math.floor(runs.length / 2)]
+}
+
+/** `min–max` of fencelock's per-round throughput ratios to `base`. */
+function spread(runs, base) {
+  const ratios = perRound(runs, base, 'throughput')
+  return `${times(Math.min(...ratios))}–${times(Math.max(...ratios))}`
 }
 
 async function main() {
@@ -229,9 +260,8 @@ async function main() {
           runs[name].push(await runners[name](urls, tag, probes.slice(0, count)))
         }
       }
-      const median = (list) => [...list].sort((a, b) => a.throughput - b.throughput)[Math.floor(list.length / 2)]
-      const [f, rl, s, bare] = [runs.fencelock, runs.redlock, runs.semaphore, runs.bare].map(median)
-      console.log(`\n${count} node${count > 1 ? 's' : ''} (median of ${ROUNDS} interleaved runs each)`)
+      const { fencelock: f, redlock: rl, semaphore: s, bare } = runs
+      console.log(`\n${count} node${count > 1 ? 's' : ''} (${ROUNDS} rounds; medians, ratios per round)`)
       console.log(
         [
           'library'.padEnd(22),
@@ -249,6 +279,7 @@ async function main() {
       console.log(row('redlock 4 + ioredis', rl, rl, s))
       console.log(row(count === 1 ? 'redis-semaphore Mutex' : 'redis-semaphore Redlock', s, rl, s))
       console.log(row('ioredis + our scripts', bare, rl, s))
+      console.log(`fencelock's throughput per round: ${spread(f, rl)} redlock's, ${spread(f, s)} redis-semaphore's`)
     }
     console.log(
       '\n(CPU µs per cycle: "own" is this process, every thread; "redis" is all nodes together.',
