@@ -91,10 +91,31 @@ impl ShiftedNode {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// Steps the node's wall clock to `offset_ms` from the real time.
+    /// Steps the node's wall clock to `offset_ms` from the real time, and
+    /// waits until the node's `TIME` shows the step.
+    ///
+    /// The shim re-reads the file at most every 10 ms, whenever one of the
+    /// node's threads reads the clock. A fixed sleep was not enough on a
+    /// loaded machine (a CI run saw an unshifted `PTTL` after it), so this
+    /// asks the node itself.
     fn shift(&self, offset_ms: i64) {
-        std::fs::write(self.dir.join("shift.ms"), offset_ms.to_string()).unwrap();
-        std::thread::sleep(ms(20)); // the shim re-reads the file at most every 10 ms
+        // Written whole, then renamed into place: the shim never reads a
+        // truncated (empty, meaning zero) file.
+        let staged = self.dir.join("shift.ms.new");
+        std::fs::write(&staged, offset_ms.to_string()).unwrap();
+        std::fs::rename(&staged, self.dir.join("shift.ms")).unwrap();
+        let shows_step = || (self.wall_clock_ms() - real_time_ms() - offset_ms).abs() < 500;
+        assert!(
+            eventually(Duration::from_secs(5), shows_step),
+            "the node on port {} never showed the {offset_ms} ms clock step",
+            self.port
+        );
+    }
+
+    /// The node's wall clock (`TIME`), in ms since the Unix epoch.
+    fn wall_clock_ms(&self) -> i64 {
+        let time: Vec<String> = self.query(&["TIME"]);
+        time[0].parse::<i64>().unwrap() * 1000 + time[1].parse::<i64>().unwrap() / 1000
     }
 
     fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
@@ -105,6 +126,14 @@ impl ShiftedNode {
         let mut conn = redis::Client::open(self.url()).unwrap().get_connection().unwrap();
         cmd.query(&mut conn).unwrap()
     }
+}
+
+/// This machine's real time, in ms since the Unix epoch.
+fn real_time_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970");
+    since_epoch.as_millis() as i64
 }
 
 impl Drop for ShiftedNode {
@@ -222,9 +251,17 @@ async fn t10_backward_jump_gives_the_holder_no_extra_validity() {
         .await
         .unwrap();
     tokio::task::block_in_place(|| nodes[0].shift(-3_600_000));
-    let stretched: i64 = nodes[0].query(&["PTTL", &lock_key("t10:back")]);
+    // Polled: once in a while the first `PTTL` after the step still read the
+    // node's old time (seen in CI and here); the key is stretched moments later.
+    let mut stretched = 0;
+    let stretched_in_time = tokio::task::block_in_place(|| {
+        eventually(ms(400), || {
+            stretched = nodes[0].query(&["PTTL", &lock_key("t10:back")]);
+            stretched > 3_000_000
+        })
+    });
     assert!(
-        stretched > 3_000_000,
+        stretched_in_time,
         "the shim did not stretch the key: PTTL {stretched}"
     );
     assert!(lock.remaining() <= fencelock_harness::validity_bound(ttl, &CheckOptions::default()));

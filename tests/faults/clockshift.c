@@ -59,6 +59,9 @@ static long long current_offset_ms(void) {
             }
         }
         __atomic_store_n(&offset_ms, value, __ATOMIC_RELAXED);
+        /* What this thread read: another thread preempted in the middle of an
+           older read may store its stale value after ours. */
+        return value;
     }
     return __atomic_load_n(&offset_ms, __ATOMIC_RELAXED);
 }
