@@ -325,79 +325,107 @@ function tokenArg(value) {
 // ---------------------------------------------------------------- Lock
 
 /**
- * A held lock, made by `Client#acquire` / `tryAcquire` (the native class,
- * extended here). Release it with `release()` or `await using`; if it is
- * garbage-collected while held, renewal stops and the key expires at its ttl.
+ * A held lock, made by `Client#acquire` / `tryAcquire`. Release it with
+ * `release()` or `await using`; if it is garbage-collected while held,
+ * renewal stops and the key expires at its ttl.
+ *
+ * It holds the addon's lock handle in a private field: every method is a
+ * call on that handle, and the handle's finalizer is what stops renewal
+ * when the lock is collected.
  */
-const Lock = native.Lock
-const kController = Symbol('fencelock.controller')
-const nativeExtend = Lock.prototype.extend
-const nativeRelease = Lock.prototype.release
+class Lock {
+  #handle
+  /** The fencing token, read once (it never changes). */
+  #token
+  /** The loss `AbortController`, made on first read of `signal`. */
+  #controller
 
-Object.defineProperties(Lock.prototype, {
+  /** @internal Made by the client only. */
+  constructor(handle) {
+    this.#handle = handle
+  }
+
+  /** The fencing token: strictly greater than every earlier holder's. */
+  get fencingToken() {
+    return (this.#token ??= native.lockFencingToken(this.#handle))
+  }
+
+  /** The resource this lock protects. */
+  get resource() {
+    return native.lockResource(this.#handle)
+  }
+
+  /** Whole ms the lock stays valid without another renewal; 0 when not held. */
+  get remainingMs() {
+    return native.lockRemainingMs(this.#handle)
+  }
+
+  /** `'held'`, `'released'`, or `'lost:<reason>'`. */
+  get status() {
+    return native.lockStatus(this.#handle)
+  }
+
+  /** How many times the lock has been renewed. */
+  get renewals() {
+    return native.lockRenewals(this.#handle)
+  }
+
+  /** True while held and its validity (local monotonic clock) has not run out. */
+  isHeld() {
+    return native.lockIsHeld(this.#handle)
+  }
+
   /** An `AbortSignal` aborted (reason: `LockLostError`) when the lock is lost; never after a clean release. */
-  signal: {
-    configurable: true,
-    get() {
-      let controller = this[kController]
-      if (controller === undefined) {
-        controller = new AbortController()
-        this[kController] = controller
-        const status = this.status
-        const resource = this.resource
-        if (status.startsWith('lost:')) {
-          controller.abort(lostError(resource, status.slice(5)))
-        } else if (status === 'held') {
-          // The callback holds the controller, never the lock: no cycle through the addon.
-          const ac = controller
-          this.watchLost((reason) => ac.abort(lostError(resource, reason)))
-        }
+  get signal() {
+    if (this.#controller === undefined) {
+      const controller = new AbortController()
+      this.#controller = controller
+      const status = this.status
+      const resource = this.resource
+      if (status.startsWith('lost:')) {
+        controller.abort(lostError(resource, status.slice(5)))
+      } else if (status === 'held') {
+        // The callback holds the controller, never the lock: no cycle through the addon.
+        native.lockWatchLost(this.#handle, (reason) => controller.abort(lostError(resource, reason)))
       }
-      return controller.signal
-    },
-  },
-  extend: {
-    configurable: true,
-    writable: true,
-    /** Sets the ttl to `ms` from now on a majority of nodes (compare-and-pexpire). */
-    value: function extend(ms) {
-      try {
-        ttlArg('ms', ms)
-      } catch (error) {
-        return Promise.reject(error)
-      }
-      return nativeExtend.call(this, ms)
-    },
-  },
-  release: {
-    configurable: true,
-    writable: true,
-    /** Releases the lock on every node; rejects with `NotHeldError` if it was lost or released before. */
-    value: function release() {
-      return nativeRelease.call(this)
-    },
-  },
-  [asyncDispose]: {
-    configurable: true,
-    writable: true,
-    /** Releases the lock unless already released or lost (for `await using`). */
-    value: async function dispose() {
-      if (this.status !== 'held') return
-      try {
-        await nativeRelease.call(this)
-      } catch (error) {
-        if (!(error instanceof NotHeldError)) throw error
-      }
-    },
-  },
-  [Symbol.for('nodejs.util.inspect.custom')]: {
-    configurable: true,
-    writable: true,
-    value: function inspect() {
-      return `Lock { resource: ${JSON.stringify(this.resource)}, fencingToken: ${this.fencingToken}n, status: '${this.status}', remainingMs: ${this.remainingMs} }`
-    },
-  },
-})
+    }
+    return this.#controller.signal
+  }
+
+  /** Sets the ttl to `ms` from now on a majority of nodes (compare-and-pexpire). */
+  extend(ms) {
+    try {
+      ttlArg('ms', ms)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return native.lockExtend(this.#handle, ms)
+  }
+
+  /** Releases the lock on every node; rejects with `NotHeldError` if it was lost or released before. */
+  release() {
+    return native.lockRelease(this.#handle)
+  }
+
+  /** Releases the lock unless already released or lost (for `await using`). */
+  async [asyncDispose]() {
+    if (this.status !== 'held') return
+    try {
+      await native.lockRelease(this.#handle)
+    } catch (error) {
+      if (!(error instanceof NotHeldError)) throw error
+    }
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')]() {
+    return `Lock { resource: ${JSON.stringify(this.resource)}, fencingToken: ${this.fencingToken}n, status: '${this.status}', remainingMs: ${this.remainingMs} }`
+  }
+}
+
+/** The `Lock` for a handle the addon resolved with (`null` stays `null`). */
+function toLock(handle) {
+  return handle === null ? null : new Lock(handle)
+}
 
 // ---------------------------------------------------------------- Client
 
@@ -424,7 +452,7 @@ class Client {
     }
     const signal = args[5]
     if (signal === undefined) {
-      return this.#native.acquire(resource, args[0], args[1], args[2], args[3], args[4])
+      return this.#native.acquire(resource, args[0], args[1], args[2], args[3], args[4]).then(toLock)
     }
     return this.#acquireWithSignal(resource, args, signal)
   }
@@ -435,7 +463,7 @@ class Client {
     const onAbort = () => canceller.cancel()
     signal.addEventListener('abort', onAbort, { once: true })
     try {
-      return await this.#native.acquire(resource, args[0], args[1], args[2], args[3], args[4], canceller)
+      return toLock(await this.#native.acquire(resource, args[0], args[1], args[2], args[3], args[4], canceller))
     } catch (error) {
       if (signal.aborted) throw signal.reason
       throw error
@@ -453,7 +481,7 @@ class Client {
     } catch (error) {
       return Promise.reject(error)
     }
-    return this.#native.tryAcquire(resource, args[0], args[2], args[3], args[4])
+    return this.#native.tryAcquire(resource, args[0], args[2], args[3], args[4]).then(toLock)
   }
 
   /**

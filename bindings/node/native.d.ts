@@ -17,38 +17,6 @@ export declare class Canceller {
   cancel(): void
 }
 
-/**
- * The native lock behind `Lock` in `index.js`. When it is garbage-collected
- * without release, renewal stops and the key expires at its ttl.
- */
-export declare class Lock {
-  /** The fencing token, strictly greater than every earlier holder's. */
-  get fencingToken(): bigint
-  /** The resource this lock protects. */
-  get resource(): string
-  /** True while held and its validity (local monotonic clock) has not run out. */
-  isHeld(): boolean
-  /** Whole milliseconds the lock stays valid without another renewal; 0 when not held. */
-  get remainingMs(): number
-  /**
-   * `"held"`, `"released"`, or `"lost:<reason>"` (`deleted`, `taken_over`,
-   * `unreachable`, `expired`).
-   */
-  get status(): string
-  /** How many times the watchdog has renewed the lock. */
-  get renewals(): number
-  /**
-   * Calls `callback(reason)` once, on the JavaScript thread, when the lock
-   * is lost (never after a clean release). Does not keep the process alive.
-   */
-  watchLost(callback: (reason: string) => void): void
-  /** Sets the ttl to `ttlMs` from now on a majority, by compare-and-pexpire. */
-  extend(ttlMs: number): Promise<void>
-  /** Releases the lock on every node and stops renewal and the loss watcher. */
-  release(): Promise<void>
-}
-export type NativeLock = Lock
-
 /** The native client behind `Client` in `index.js`. */
 export declare class NativeClient {
   /**
@@ -62,9 +30,9 @@ export declare class NativeClient {
    * `canceller.cancel()` stops the wait (the promise rejects with kind
    * `aborted`) and undoes any partial grant.
    */
-  acquire(resource: string, ttlMs?: number | undefined | null, waitMs?: number | undefined | null, autoRenew?: boolean | undefined | null, maxHoldMs?: number | undefined | null, maxRenewals?: number | undefined | null, canceller?: Canceller | undefined | null): Promise<Lock>
+  acquire(resource: string, ttlMs?: number | undefined | null, waitMs?: number | undefined | null, autoRenew?: boolean | undefined | null, maxHoldMs?: number | undefined | null, maxRenewals?: number | undefined | null, canceller?: Canceller | undefined | null): Promise<unknown>
   /** One attempt: resolves `null` when the lock is held elsewhere. */
-  tryAcquire(resource: string, ttlMs?: number | undefined | null, autoRenew?: boolean | undefined | null, maxHoldMs?: number | undefined | null, maxRenewals?: number | undefined | null): Promise<Lock | null>
+  tryAcquire(resource: string, ttlMs?: number | undefined | null, autoRenew?: boolean | undefined | null, maxHoldMs?: number | undefined | null, maxRenewals?: number | undefined | null): Promise<unknown | null>
   /**
    * Writes `value` to the hash `key` on the first node, only if
    * `fencingToken` is not older than the last write's; rejects with
@@ -134,6 +102,39 @@ export interface FencedValue {
  * receives an exception thrown by a callback (instead of crashing the loop).
  */
 export declare function init(makeError: (kind: string, message: string, resource: string | null, nodes: string[][]) => Error, reportError: (error: unknown) => void): void
+
+/** Sets the ttl to `ttlMs` from now on a majority, by compare-and-pexpire. */
+export declare function lockExtend(handle: unknown, ttlMs: number): Promise<void>
+
+/** The fencing token, strictly greater than every earlier holder's. */
+export declare function lockFencingToken(handle: unknown): bigint
+
+/** True while held and its validity (local monotonic clock) has not run out. */
+export declare function lockIsHeld(handle: unknown): boolean
+
+/** Releases the lock on every node and stops renewal and the loss watcher. */
+export declare function lockRelease(handle: unknown): Promise<void>
+
+/** Whole milliseconds the lock stays valid without another renewal; 0 when not held. */
+export declare function lockRemainingMs(handle: unknown): number
+
+/** How many times the watchdog has renewed the lock. */
+export declare function lockRenewals(handle: unknown): number
+
+/** The resource this lock protects. */
+export declare function lockResource(handle: unknown): string
+
+/**
+ * `"held"`, `"released"`, or `"lost:<reason>"` (`deleted`, `taken_over`,
+ * `unreachable`, `expired`).
+ */
+export declare function lockStatus(handle: unknown): string
+
+/**
+ * Calls `callback(reason)` once, on the JavaScript thread, when the lock
+ * is lost (never after a clean release). Does not keep the process alive.
+ */
+export declare function lockWatchLost(handle: unknown, callback: (reason: string) => void): void
 
 /** The longest resource name accepted, in bytes. */
 export declare const MAX_RESOURCE_LEN: number

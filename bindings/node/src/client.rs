@@ -16,7 +16,7 @@ use fencelock::{Client, ErrorKind, LockOptions, RetryPolicy, TlsVersion};
 use crate::args::{millis, opt_millis, throw};
 use crate::bridge;
 use crate::errors;
-use crate::lock::{Canceller, NativeLock};
+use crate::lock::{self, Canceller, LockHandle};
 
 /// Client settings, as validated by the JavaScript layer (all optional but `nodes`).
 #[napi(object)]
@@ -155,7 +155,7 @@ impl NativeClient {
     /// `LockTimeoutError` then (or `NotAcquiredError` when `waitMs` is 0).
     /// `canceller.cancel()` stops the wait (the promise rejects with kind
     /// `aborted`) and undoes any partial grant.
-    #[napi(ts_return_type = "Promise<Lock>")]
+    #[napi(ts_return_type = "Promise<unknown>")]
     #[allow(clippy::too_many_arguments)]
     pub fn acquire<'env>(
         &self,
@@ -167,13 +167,13 @@ impl NativeClient {
         max_hold_ms: Option<f64>,
         max_renewals: Option<u32>,
         canceller: Option<&Canceller>,
-    ) -> napi::Result<PromiseRaw<'env, NativeLock>> {
+    ) -> napi::Result<PromiseRaw<'env, LockHandle>> {
         let options = lock_options(env, ttl_ms, wait_ms, auto_renew, max_hold_ms, max_renewals)?;
         self.acquire_with(env, resource, options, canceller, false)
     }
 
     /// One attempt: resolves `null` when the lock is held elsewhere.
-    #[napi(ts_return_type = "Promise<Lock | null>")]
+    #[napi(ts_return_type = "Promise<unknown | null>")]
     #[allow(clippy::too_many_arguments)]
     pub fn try_acquire<'env>(
         &self,
@@ -183,7 +183,7 @@ impl NativeClient {
         auto_renew: Option<bool>,
         max_hold_ms: Option<f64>,
         max_renewals: Option<u32>,
-    ) -> napi::Result<PromiseRaw<'env, Option<NativeLock>>> {
+    ) -> napi::Result<PromiseRaw<'env, Option<LockHandle>>> {
         let options = lock_options(env, ttl_ms, Some(0.0), auto_renew, max_hold_ms, max_renewals)?;
         self.acquire_with(env, resource, options, None, true)
     }
@@ -304,7 +304,7 @@ impl NativeClient {
         };
         state.promise(work, |env, lock| match lock {
             // SAFETY: on the JavaScript thread of `env`.
-            Some(lock) => unsafe { NativeLock::to_napi_value(env, NativeLock::new(lock)) },
+            Some(lock) => lock::handle(env, lock),
             None => null(env),
         })
     }

@@ -18,7 +18,10 @@ use napi::{Env, JsValue};
 use napi_derive::napi;
 
 pub use client::{ClientOptions, FencedValue, NativeClient, NodeLockState};
-pub use lock::{Canceller, NativeLock};
+pub use lock::{
+    Canceller, LockHandle, lock_extend, lock_fencing_token, lock_is_held, lock_release, lock_remaining_ms,
+    lock_renewals, lock_resource, lock_status, lock_watch_lost,
+};
 
 /// Installs the JavaScript hooks: `makeError(kind, message, resource, nodes)`
 /// builds the error class of a core error kind, and `reportError(error)`

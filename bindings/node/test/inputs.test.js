@@ -153,3 +153,19 @@ test("tlsMinVersion: '1.2' and '1.3' work, anything else is a TypeError or Range
     },
   )
 })
+
+test('the native lock functions refuse anything but a live lock handle', () => {
+  // index.js keeps the handles private; called directly, the addon checks them itself.
+  const native = require('../native.js')
+  const functions = ['lockFencingToken', 'lockResource', 'lockIsHeld', 'lockRemainingMs', 'lockStatus', 'lockRenewals']
+  functions.push('lockRelease', 'lockExtend', 'lockWatchLost')
+  for (const name of functions) {
+    for (const bad of [undefined, null, 1, 'handle', {}, [], () => {}, Symbol('h')]) {
+      assert.throws(
+        () => native[name](bad, name === 'lockWatchLost' ? () => {} : 1000),
+        { message: /not a lock handle/ },
+        `${name}(${String(bad)})`,
+      )
+    }
+  }
+})
