@@ -27,7 +27,7 @@ static RUNTIME: Mutex<Option<(u32, Handle)>> = Mutex::new(None);
 /// tokio wakes an idle worker to steal whenever a task is queued, so each
 /// burst of operations cost extra `futex`/`eventfd` wake-ups and context
 /// switches. Measured with the Node front (32 loops, one node, alternating
-/// runs): one worker used 12–16% less CPU per acquire+release cycle and
+/// runs): one worker used 11–17% less CPU per acquire+release cycle and
 /// matched or beat two workers' throughput, at one node and at five. It
 /// also means a slow callback on a runtime thread (C, .NET) holds up every
 /// operation and renewal of the process, which is why the C header asks
