@@ -303,7 +303,6 @@ impl NativeClient {
             }
         };
         state.promise(work, |env, lock| match lock {
-            // SAFETY: on the JavaScript thread of `env`.
             Some(lock) => lock::handle(env, lock),
             None => null(env),
         })
