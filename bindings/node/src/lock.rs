@@ -14,8 +14,8 @@ use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use napi::bindgen_prelude::{BigInt, FromNapiValue, Function, PromiseRaw, TypeName, ValidateNapiValue};
-use napi::{Env, JsValue, Status, ValueType, sys};
+use napi::bindgen_prelude::{BigInt, FromNapiValue, Function, PromiseRaw};
+use napi::{Env, JsValue, Status, sys};
 use napi_derive::napi;
 use tokio::sync::Notify;
 
@@ -103,19 +103,6 @@ fn stop_watcher(env: sys::napi_env, watcher: Option<Watcher>) {
 /// A lock handle passed back from JavaScript, checked to be a live one of
 /// this thread.
 pub struct LockHandle(&'static NativeLock);
-
-impl TypeName for LockHandle {
-    fn type_name() -> &'static str {
-        // What the generated typings show: the handle is opaque to JavaScript.
-        "unknown"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::External
-    }
-}
-
-impl ValidateNapiValue for LockHandle {}
 
 impl FromNapiValue for LockHandle {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
