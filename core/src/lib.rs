@@ -49,6 +49,7 @@ mod backoff;
 pub mod blocking;
 mod client;
 mod config;
+mod deadline;
 mod endpoint;
 mod error;
 mod fencing;

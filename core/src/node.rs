@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, RedisError, RedisResult, Value};
-use tokio::time::timeout;
 
+use crate::deadline::within;
 use crate::endpoint::{Endpoint, Topology};
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, classify_redis_error};
 use crate::scripts::LuaScript;
@@ -203,7 +203,7 @@ impl Node {
             );
             fg.and(bg)
         };
-        match timeout(self.connect_timeout, both).await {
+        match within(self.connect_timeout, both).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(err)) => Err(NodeOutcome::Failed(classify_redis_error(&err))),
             Err(_) => Err(NodeOutcome::TimedOut),
@@ -235,7 +235,7 @@ impl Node {
             }
             result
         };
-        match timeout(self.request_timeout, request).await {
+        match within(self.request_timeout, request).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => Err(NodeOutcome::Failed(classify_redis_error(&err))),
             Err(_) => Err(NodeOutcome::TimedOut),
@@ -265,7 +265,7 @@ impl Node {
             }
             replies
         };
-        match timeout(self.request_timeout, request).await {
+        match within(self.request_timeout, request).await {
             Ok(Ok(replies)) => Ok(replies.into_iter().map(reply_from).collect()),
             Ok(Err(err)) => Err(NodeOutcome::Failed(classify_redis_error(&err))),
             Err(_) => Err(NodeOutcome::TimedOut),
@@ -276,6 +276,14 @@ impl Node {
         if let Some(conn) = slot.cached() {
             return Ok(conn);
         }
+        // Boxed: connecting is rare, and its state (a TLS handshake among
+        // others) would otherwise sit inline in every request's future, to be
+        // allocated and moved with it: a release's future was 10 KB, not 1.3 KB.
+        Box::pin(self.open_connection(slot)).await
+    }
+
+    /// Opens the slot's connection, unless another request just did.
+    async fn open_connection(&self, slot: &Slot) -> RedisResult<Connection> {
         let _gate = slot.connecting.lock().await;
         if let Some(conn) = slot.cached() {
             return Ok(conn);

@@ -351,13 +351,12 @@ impl EnvState {
         let deferred = Deferred(deferred);
         let sender = self.sender.clone();
         self.begin();
-        let task = async move {
-            let result = AssertUnwindSafe(future)
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|_| Err(internal_panic()));
+        // Combinators, not an async block: the operation's future is then
+        // polled where it was built, never moved into a block's state.
+        let task = AssertUnwindSafe(future).catch_unwind().map(move |result| {
+            let result = result.unwrap_or_else(|_| Err(internal_panic()));
             sender.send(Box::new(move |env| deferred.settle(env, result, convert)), true);
-        };
+        });
         self.outbox.submit(&self.runtime, Box::pin(task));
         // SAFETY: a promise value of this environment.
         unsafe { PromiseRaw::from_napi_value(self.env, promise) }
