@@ -98,10 +98,11 @@ export interface FencedValue {
 
 /**
  * Installs the JavaScript hooks: `makeError(kind, message, resource, nodes)`
- * builds the error class of a core error kind, and `reportError(error)`
- * receives an exception thrown by a callback (instead of crashing the loop).
+ * builds the error class of a core error kind, `reportError(error)`
+ * receives an exception thrown by a callback (instead of crashing the loop),
+ * and `keepPolling()` is called after promises were settled.
  */
-export declare function init(makeError: (kind: string, message: string, resource: string | null, nodes: string[][]) => Error, reportError: (error: unknown) => void): void
+export declare function init(makeError: (kind: string, message: string, resource: string | null, nodes: string[][]) => Error, reportError: (error: unknown) => void, keepPolling: () => void): void
 
 /** Sets the ttl to `ttlMs` from now on a majority, by compare-and-pexpire. */
 export declare function lockExtend(handle: unknown, ttlMs: number): Promise<void>
@@ -158,6 +159,13 @@ export interface NodeLockState {
   /** The error, if the node did not answer. */
   error?: string
 }
+
+/**
+ * How many of this thread's operations have a promise not settled yet
+ * (0 while the environment shuts down). Never throws: `index.js` calls it
+ * from `setImmediate` callbacks.
+ */
+export declare function pendingOperations(): number
 
 /** The version of the native module. */
 export declare const VERSION: string

@@ -850,4 +850,5 @@ module.exports.lockWatchLost = nativeBinding.lockWatchLost
 module.exports.MAX_RESOURCE_LEN = nativeBinding.MAX_RESOURCE_LEN
 module.exports.MAX_TTL_MS = nativeBinding.MAX_TTL_MS
 module.exports.MIN_TTL_MS = nativeBinding.MIN_TTL_MS
+module.exports.pendingOperations = nativeBinding.pendingOperations
 module.exports.VERSION = nativeBinding.VERSION

@@ -157,6 +157,9 @@ pub(crate) struct EnvState {
     error_factory: Cell<sys::napi_ref>,
     /// `(error) => void`: where an exception thrown by a callback goes.
     reporter: Cell<sys::napi_ref>,
+    /// `() => void`: called after settling promises, so the event loop keeps
+    /// polling while replies are still due.
+    keep_polling: Cell<sys::napi_ref>,
     /// Lost-lock callbacks by watcher id (strong references).
     callbacks: RefCell<HashMap<u64, sys::napi_ref>>,
     next_id: Cell<u64>,
@@ -265,16 +268,23 @@ impl EnvState {
             pending: Cell::new(0),
             error_factory: Cell::new(ptr::null_mut()),
             reporter: Cell::new(ptr::null_mut()),
+            keep_polling: Cell::new(ptr::null_mut()),
             callbacks: RefCell::new(HashMap::new()),
             next_id: Cell::new(1),
         })
     }
 
-    /// Installs the JavaScript hooks: the error factory and the reporter
-    /// of exceptions thrown by callbacks.
-    pub(crate) fn set_hooks(&self, factory: sys::napi_value, reporter: sys::napi_value) -> napi::Result<()> {
+    /// Installs the JavaScript hooks: the error factory, the reporter of
+    /// exceptions thrown by callbacks, and the keep-polling hook.
+    pub(crate) fn set_hooks(
+        &self,
+        factory: sys::napi_value,
+        reporter: sys::napi_value,
+        keep_polling: sys::napi_value,
+    ) -> napi::Result<()> {
         self.replace_ref(&self.error_factory, factory)?;
-        self.replace_ref(&self.reporter, reporter)
+        self.replace_ref(&self.reporter, reporter)?;
+        self.replace_ref(&self.keep_polling, keep_polling)
     }
 
     fn replace_ref(&self, slot: &Cell<sys::napi_ref>, value: sys::napi_value) -> napi::Result<()> {
@@ -311,6 +321,27 @@ impl EnvState {
     /// The callback-exception reporter, if installed.
     pub(crate) fn reporter(&self) -> Option<sys::napi_value> {
         self.get_ref(&self.reporter)
+    }
+
+    /// Operations whose promise is not settled yet.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.get()
+    }
+
+    /// Tells the JavaScript layer that a drain settled promises (see
+    /// `keepPolling` in `index.js`): their callbacks often start more.
+    fn keep_polling(&self) {
+        let Some(hook) = self.get_ref(&self.keep_polling) else {
+            return;
+        };
+        // SAFETY: on the JavaScript thread of this environment, inside the drain's scope.
+        unsafe {
+            let mut undefined = ptr::null_mut();
+            sys::napi_get_undefined(self.env, &mut undefined);
+            let mut ignored = ptr::null_mut();
+            sys::napi_call_function(self.env, undefined, hook, 0, ptr::null(), &mut ignored);
+        }
+        report_pending_exception(self.env);
     }
 
     fn begin(&self) {
@@ -483,6 +514,7 @@ unsafe extern "C" fn drain(env: sys::napi_env, _: sys::napi_value, context: *mut
         std::mem::take(&mut state.jobs)
     };
     let Ok(env_state) = state(env) else { return };
+    let mut settled = false;
     for job in jobs {
         let mut scope = ptr::null_mut();
         // SAFETY: on the JavaScript thread of `env`; scopes are closed in order.
@@ -490,19 +522,34 @@ unsafe extern "C" fn drain(env: sys::napi_env, _: sys::napi_value, context: *mut
         (job.run)(env);
         if job.settles {
             env_state.end();
+            settled = true;
         }
         // A throwing callback must not take the others (or the process) down:
         // report it as Node reports a throwing event listener.
-        let mut pending = false;
+        report_pending_exception(env);
         // SAFETY: as above.
-        unsafe {
-            sys::napi_is_exception_pending(env, &mut pending);
-            if pending {
-                let mut error = ptr::null_mut();
-                sys::napi_get_and_clear_last_exception(env, &mut error);
-                errors::report_uncaught(env, error);
-            }
-            sys::napi_close_handle_scope(env, scope);
+        unsafe { sys::napi_close_handle_scope(env, scope) };
+    }
+    if settled {
+        let mut scope = ptr::null_mut();
+        // SAFETY: as above.
+        unsafe { sys::napi_open_handle_scope(env, &mut scope) };
+        env_state.keep_polling();
+        // SAFETY: as above.
+        unsafe { sys::napi_close_handle_scope(env, scope) };
+    }
+}
+
+/// Reports (never rethrows) an exception left pending by JavaScript code the addon called.
+fn report_pending_exception(env: sys::napi_env) {
+    let mut pending = false;
+    // SAFETY: on the JavaScript thread of `env`.
+    unsafe {
+        sys::napi_is_exception_pending(env, &mut pending);
+        if pending {
+            let mut error = ptr::null_mut();
+            sys::napi_get_and_clear_last_exception(env, &mut error);
+            errors::report_uncaught(env, error);
         }
     }
 }

@@ -24,13 +24,28 @@ pub use lock::{
 };
 
 /// Installs the JavaScript hooks: `makeError(kind, message, resource, nodes)`
-/// builds the error class of a core error kind, and `reportError(error)`
-/// receives an exception thrown by a callback (instead of crashing the loop).
+/// builds the error class of a core error kind, `reportError(error)`
+/// receives an exception thrown by a callback (instead of crashing the loop),
+/// and `keepPolling()` is called after promises were settled.
 #[napi(
-    ts_args_type = "makeError: (kind: string, message: string, resource: string | null, nodes: string[][]) => Error, reportError: (error: unknown) => void"
+    ts_args_type = "makeError: (kind: string, message: string, resource: string | null, nodes: string[][]) => Error, reportError: (error: unknown) => void, keepPolling: () => void"
 )]
-pub fn init(env: Env, make_error: Function<'_>, report_error: Function<'_>) -> napi::Result<()> {
-    bridge::state(env.raw())?.set_hooks(make_error.raw(), report_error.raw())
+pub fn init(
+    env: Env,
+    make_error: Function<'_>,
+    report_error: Function<'_>,
+    keep_polling: Function<'_>,
+) -> napi::Result<()> {
+    bridge::state(env.raw())?.set_hooks(make_error.raw(), report_error.raw(), keep_polling.raw())
+}
+
+/// How many of this thread's operations have a promise not settled yet
+/// (0 while the environment shuts down). Never throws: `index.js` calls it
+/// from `setImmediate` callbacks.
+#[napi]
+pub fn pending_operations(env: Env) -> u32 {
+    let pending = bridge::state(env.raw()).map_or(0, |state| state.pending());
+    u32::try_from(pending).unwrap_or(u32::MAX)
 }
 
 /// The shortest ttl accepted, in ms.
