@@ -132,19 +132,27 @@ function reportError(error) {
  * step of a lock operation on a small virtual machine (waking an idle CPU
  * costs a round trip through the hypervisor). So while results come in
  * fast, the event loop polls (`setImmediate`: other I/O and timers run as
- * usual) instead of sleeping between them. Measured with 32 acquire+release
- * loops on one node: 1.2-2x the throughput of sleeping.
+ * usual) instead of sleeping between them.
  *
  * Polling starts when two batches of results arrive less than
  * `POLL_START_GAP_MS` apart, and stops as soon as no operation is pending or
  * no result came for `POLL_FOR_MS`. An application with a lock operation
- * now and then, or whose Redis is further than that, never polls.
+ * now and then, or whose Redis is further than that, never polls. After
+ * `HOT_POLLS` looks without a result, each look first yields the CPU to any
+ * other thread that is ready to run (fencelock's runtime, or Redis on the
+ * same machine), so a long wait does not take CPU time from the work it
+ * waits for. Measured with 32 acquire+release loops: 1.3-2.1x the
+ * throughput of sleeping at one node, 0.97-1.11x at five (where polling
+ * without yielding cost 10-30%).
+ *
  * `FENCELOCK_POLL_MS=0` in the environment turns polling off.
  */
 const POLL_FOR_MS = pollSetting(process.env.FENCELOCK_POLL_MS, 1)
 const POLL_START_GAP_MS = Math.min(0.25, POLL_FOR_MS)
+const HOT_POLLS = 8
 let settledAt = -Infinity
 let polling = false
+let emptyPolls = 0
 
 /** `FENCELOCK_POLL_MS` as a number of ms from 0 to 10, or `fallback`. */
 function pollSetting(text, fallback) {
@@ -161,6 +169,7 @@ function keepPolling() {
   const now = performance.now()
   const fast = now - settledAt < POLL_START_GAP_MS
   settledAt = now
+  emptyPolls = 0
   if (fast && !polling) {
     polling = true
     setImmediate(poll)
@@ -168,7 +177,9 @@ function keepPolling() {
 }
 
 function poll() {
-  if (native.pendingOperations() > 0 && performance.now() - settledAt < POLL_FOR_MS) {
+  emptyPolls++
+  const pending = native.pendingOperations(emptyPolls > HOT_POLLS)
+  if (pending > 0 && performance.now() - settledAt < POLL_FOR_MS) {
     setImmediate(poll)
   } else {
     polling = false

@@ -162,10 +162,12 @@ export interface NodeLockState {
 
 /**
  * How many of this thread's operations have a promise not settled yet
- * (0 while the environment shuts down). Never throws: `index.js` calls it
- * from `setImmediate` callbacks.
+ * (0 while the environment shuts down). With `yieldCpu`, first gives the
+ * CPU to any other thread ready to run (`sched_yield`), when any operation
+ * is pending: `index.js` polls with it. Never throws, as it is called from
+ * `setImmediate` callbacks.
  */
-export declare function pendingOperations(): number
+export declare function pendingOperations(yieldCpu?: boolean | undefined | null): number
 
 /** The version of the native module. */
 export declare const VERSION: string

@@ -40,11 +40,16 @@ pub fn init(
 }
 
 /// How many of this thread's operations have a promise not settled yet
-/// (0 while the environment shuts down). Never throws: `index.js` calls it
-/// from `setImmediate` callbacks.
+/// (0 while the environment shuts down). With `yieldCpu`, first gives the
+/// CPU to any other thread ready to run (`sched_yield`), when any operation
+/// is pending: `index.js` polls with it. Never throws, as it is called from
+/// `setImmediate` callbacks.
 #[napi]
-pub fn pending_operations(env: Env) -> u32 {
+pub fn pending_operations(env: Env, yield_cpu: Option<bool>) -> u32 {
     let pending = bridge::state(env.raw()).map_or(0, |state| state.pending());
+    if pending > 0 && yield_cpu == Some(true) {
+        std::thread::yield_now();
+    }
     u32::try_from(pending).unwrap_or(u32::MAX)
 }
 
