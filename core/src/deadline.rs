@@ -18,7 +18,6 @@
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -34,21 +33,19 @@ type SharedSleep = Shared<Pin<Box<Sleep>>>;
 
 /// The timer shared by the requests started on this thread in one millisecond.
 struct Bucket {
-    /// Timers belong to the runtime that made them.
+    /// Timers belong to the runtime that made them (and read its clock,
+    /// which a test may pause and advance).
     runtime: tokio::runtime::Id,
-    /// Milliseconds since [`epoch`] at which the timer fires.
+    /// The runtime's time when this thread first needed one of its timers:
+    /// the origin of bucket numbers.
+    origin: Instant,
+    /// Milliseconds after `origin` at which the timer fires.
     ms: u64,
     timer: WeakShared<Pin<Box<Sleep>>>,
 }
 
 thread_local! {
     static BUCKET: RefCell<Option<Bucket>> = const { RefCell::new(None) };
-}
-
-/// The origin of bucket numbers.
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
 }
 
 /// Runs `future` until it finishes or `limit` has passed.
@@ -71,17 +68,19 @@ const FAR_FUTURE_MS: u64 = 30 * 365 * 24 * 3600 * 1000;
 
 /// A timer that fires once `limit` from now has passed (up to 1 ms later).
 fn timer_for(limit: Duration) -> SharedSleep {
-    let origin = epoch();
-    let due = Instant::now()
-        .saturating_duration_since(origin)
-        .saturating_add(limit);
-    // Round up to the next whole millisecond: never early.
-    let ms = u64::try_from(due.as_nanos().div_ceil(1_000_000))
-        .unwrap_or(u64::MAX)
-        .min(FAR_FUTURE_MS);
+    let now = Instant::now();
     let runtime = Handle::current().id();
     BUCKET.with(|slot| {
         let mut slot = slot.borrow_mut();
+        let origin = match slot.as_ref() {
+            Some(bucket) if bucket.runtime == runtime => bucket.origin,
+            _ => now,
+        };
+        let due = now.saturating_duration_since(origin).saturating_add(limit);
+        // Round up to the next whole millisecond: never early.
+        let ms = u64::try_from(due.as_nanos().div_ceil(1_000_000))
+            .unwrap_or(u64::MAX)
+            .min(FAR_FUTURE_MS);
         if let Some(bucket) = slot.as_ref()
             && bucket.runtime == runtime
             && bucket.ms == ms
@@ -89,11 +88,12 @@ fn timer_for(limit: Duration) -> SharedSleep {
         {
             return timer;
         }
-        let fires_at = origin + Duration::from_millis(ms);
-        let timer: SharedSleep = Box::pin(tokio::time::sleep_until(fires_at)).shared();
+        let timer: SharedSleep =
+            Box::pin(tokio::time::sleep_until(origin + Duration::from_millis(ms))).shared();
         if let Some(weak) = timer.downgrade() {
             *slot = Some(Bucket {
                 runtime,
+                origin,
                 ms,
                 timer: weak,
             });
@@ -163,17 +163,16 @@ mod tests {
     #[test]
     fn a_timer_is_not_shared_across_runtimes() {
         let (one, two) = (paused_runtime(), paused_runtime());
-        let (first, due) = {
+        let (first, ms) = {
             let _inside = one.enter();
             let timer = timer_for(Duration::from_secs(10));
-            let ms = BUCKET.with(|slot| slot.borrow().as_ref().unwrap().ms);
-            (timer, epoch() + Duration::from_millis(ms))
+            (timer, BUCKET.with(|slot| slot.borrow().as_ref().unwrap().ms))
         };
         let _inside = two.enter();
-        // The same millisecond as the first runtime's timer.
-        let limit = due.saturating_duration_since(Instant::now());
-        assert!(!limit.is_zero(), "the test itself took 10 s");
-        assert!(!Shared::ptr_eq(&first, &timer_for(limit)));
+        // The same bucket number, on the other runtime's clock.
+        let second = timer_for(Duration::from_millis(ms));
+        assert_eq!(BUCKET.with(|slot| slot.borrow().as_ref().unwrap().ms), ms);
+        assert!(!Shared::ptr_eq(&first, &second));
     }
 
     #[test]
