@@ -7,8 +7,10 @@ use tokio::task::JoinHandle;
 
 use crate::client::ClientShared;
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, quorum_failure_kind};
+use crate::fenced::{Fence, new_holder_id};
 use crate::fencing::{MAX_FENCING_TOKEN, raise_to, token_from_grants};
 use crate::keys::LockKeys;
+use crate::lease::Leases;
 use crate::lock::{Lock, LockState};
 use crate::node::{Reply, as_i64};
 use crate::node_set::{NodeSet, unexpected};
@@ -19,10 +21,12 @@ use crate::token::LockToken;
 
 /// A successful attempt.
 struct Grant {
-    /// When the granting requests were sent: renewals count from here.
-    sent: Instant,
     token: LockToken,
     fencing_token: u64,
+    /// The grant's id for fenced writes.
+    holder: u64,
+    /// Which nodes granted, and when.
+    leases: Leases,
     valid_until: Instant,
     /// The acquire requests still on their way to the slower nodes.
     stragglers: Option<JoinHandle<()>>,
@@ -35,7 +39,15 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, resource: String, options
     let deadline = started + options.wait;
     let mut retry = 0u32;
     loop {
-        match attempt(&client.nodes, &keys, &resource, options.ttl).await {
+        match attempt(
+            &client.nodes,
+            &keys,
+            &resource,
+            options.ttl,
+            client.connect_timeout,
+        )
+        .await
+        {
             Ok(grant) => {
                 tracing::debug!(resource = %resource, fencing_token = grant.fencing_token, attempts = retry + 1, "lock acquired");
                 return Ok(hand_out(&client, keys, grant, &options));
@@ -78,21 +90,31 @@ fn hand_out(client: &Arc<ClientShared>, keys: LockKeys, grant: Grant, options: &
     let state = Arc::new(LockState::new(
         keys,
         grant.token,
-        grant.fencing_token,
+        Fence {
+            token: grant.fencing_token,
+            holder: grant.holder,
+        },
         options.ttl,
+        grant.leases,
         grant.valid_until,
         options.renewal,
     ));
     state.keep_stragglers(grant.stragglers);
-    client.watchdog.plan(&state, grant.sent);
+    client.watchdog.plan(&state);
     Lock::new(state, client.clone())
 }
 
 /// One attempt: the acquire script on every node in parallel, decided by quorum.
-async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Duration) -> Result<Grant> {
+async fn attempt(
+    nodes: &Arc<NodeSet>,
+    keys: &LockKeys,
+    resource: &str,
+    ttl: Duration,
+    patience: Duration,
+) -> Result<Grant> {
     let token = LockToken::generate()?;
     let ttl_ms = ttl.as_millis().to_string();
-    let mut cleanup = Cleanup::new(nodes, keys.lock(), &token);
+    let mut cleanup = Cleanup::new(nodes, keys.lock(), &token, patience);
     let sent = Instant::now();
     let Decided { replies, stragglers } = nodes
         .decide(
@@ -134,10 +156,16 @@ async fn attempt(nodes: &Arc<NodeSet>, keys: &LockKeys, resource: &str, ttl: Dur
     };
     cleanup.disarm();
     drop(cleanup);
-    Ok(Grant {
+    let leases = Leases::granted(
+        replies.iter().map(|r| r.as_ref().and_then(granted).is_some()),
         sent,
+        ttl,
+    );
+    Ok(Grant {
         token,
         fencing_token,
+        holder: new_holder_id()?,
+        leases,
         valid_until,
         // Granted: the nodes that had not answered get the lock too, so it
         // survives more node failures than the bare majority would.
@@ -210,16 +238,19 @@ struct Cleanup<'a> {
     token: &'a LockToken,
     /// Bit `i` set: node `i` refused (held by another), so it holds nothing of ours.
     refused: u128,
+    /// How long the undo may wait for a node's connection to come back.
+    patience: Duration,
     armed: bool,
 }
 
 impl<'a> Cleanup<'a> {
-    fn new(nodes: &'a Arc<NodeSet>, lock_key: &'a str, token: &'a LockToken) -> Self {
+    fn new(nodes: &'a Arc<NodeSet>, lock_key: &'a str, token: &'a LockToken, patience: Duration) -> Self {
         Cleanup {
             nodes,
             lock_key,
             token,
             refused: 0,
+            patience,
             armed: true,
         }
     }
@@ -245,14 +276,17 @@ impl Drop for Cleanup<'_> {
         let nodes = self.nodes.clone();
         let key = self.lock_key.to_owned();
         let token = self.token.clone();
-        let refused = self.refused;
+        let (refused, patience) = (self.refused, self.patience);
         // Runs on the internal runtime even when the attempt was cancelled; the
-        // release travels behind the acquire on each connection, so it lands after it.
+        // release travels behind the acquire on each connection, so it lands
+        // after it. Where that connection broke, it waits for the next one.
         if let Ok(handle) = crate::runtime::handle() {
             handle.spawn(async move {
                 let skip = |i: usize| i < 128 && refused & (1 << i) != 0;
                 nodes
-                    .everywhere(&scripts::RELEASE, &[&key], &[token.as_str()], |i| !skip(i))
+                    .everywhere(&scripts::RELEASE, &[&key], &[token.as_str()], patience, |i| {
+                        !skip(i)
+                    })
                     .await;
             });
         }

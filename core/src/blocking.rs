@@ -67,9 +67,10 @@ impl Client {
     }
 
     /// See [`crate::Client::fenced_set`].
-    pub fn fenced_set(&self, key: &str, value: &str, fencing_token: u64) -> Result<()> {
+    pub fn fenced_set(&self, key: &str, value: &str, fence: impl Into<crate::Fence>) -> Result<()> {
+        let fence = fence.into();
         let (client, key, value) = (self.inner.clone(), key.to_owned(), value.to_owned());
-        block_on(async move { client.fenced_set(&key, &value, fencing_token).await })?
+        block_on(async move { client.fenced_set(&key, &value, fence).await })?
     }
 }
 

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use tracing::Instrument;
 
@@ -10,7 +11,7 @@ use crate::acquire;
 use crate::backoff::RetryPolicy;
 use crate::config::{ClientBuilder, ValidConfig};
 use crate::error::{Error, ErrorKind, NodeOutcome, Result};
-use crate::fencing::fenced_set_outcome;
+use crate::fenced::{Fence, fenced_set_outcome};
 use crate::keys::LockKeys;
 use crate::lock::Lock;
 use crate::node::{Node, as_i64};
@@ -46,6 +47,8 @@ pub(crate) struct ClientShared {
     pub(crate) retry: RetryPolicy,
     pub(crate) defaults: LockDefaults,
     pub(crate) watchdog: Watchdog,
+    /// How long background clean-up may wait for a node's connection.
+    pub(crate) connect_timeout: Duration,
     pid: u32,
     closed: AtomicBool,
 }
@@ -94,6 +97,7 @@ impl Client {
         // Before the first await: a node that cannot be set up (bad TLS
         // material, a TLS minimum on a cluster) fails the first poll, so
         // fronts that poll `build()` once in a constructor report it there.
+        let connect_timeout = config.settings.connect_timeout;
         let nodes = config
             .endpoints
             .into_iter()
@@ -110,6 +114,7 @@ impl Client {
                     retry: config.retry,
                     defaults: config.defaults,
                     watchdog,
+                    connect_timeout,
                     pid: runtime::current_pid(),
                     closed: AtomicBool::new(false),
                 }),
@@ -163,24 +168,30 @@ impl Client {
         }
     }
 
-    /// Writes `value` to the Redis hash `key` (fields `value` and `fence`) on
-    /// the first node, only if `fencing_token` is not older than the token of
-    /// the last write there. A holder that lost its lock and writes late gets
-    /// [`ErrorKind::StaleToken`] instead of overwriting newer data.
+    /// Writes `value` to the Redis hash `key` (fields `value`, `fence` and
+    /// `holder`) on the first node, only if `fence` is newer than the last
+    /// write there: a larger token, or the same token from the same grant.
+    /// Pass [`Lock::fence`]; a bare token (`u64`) writes only where every
+    /// stored token is older. A holder that lost its lock and writes late
+    /// gets [`ErrorKind::StaleToken`] instead of overwriting newer data.
     ///
     /// The data lives on the first node; for data in another Redis, build a
     /// single-node client on that server. For SQL stores, see the pattern in
-    /// docs/protocol.md.
-    pub async fn fenced_set(&self, key: &str, value: &str, fencing_token: u64) -> Result<()> {
+    /// docs/protocol.md. `key` must not be one of the client's lock keys
+    /// (`<prefix>{…`): that is an [`ErrorKind::InvalidArgument`].
+    pub async fn fenced_set(&self, key: &str, value: &str, fence: impl Into<Fence>) -> Result<()> {
         self.shared.ensure_open()?;
-        validate_data_key(key)?;
+        self.validate_data_key(key)?;
+        let fence = fence.into();
         let shared = self.shared.clone();
         let (key, value) = (key.to_owned(), value.to_owned());
         runtime::run(async move {
             let node = &shared.nodes.nodes()[0];
-            let token = fencing_token.to_string();
-            let reply = node.eval(&scripts::FENCED_SET, &[&key], &[&token, &value]).await;
-            fenced_set_outcome(reply, &key, fencing_token, &node.endpoint().to_string())
+            let (token, holder) = (fence.token.to_string(), fence.holder.to_string());
+            let reply = node
+                .eval(&scripts::FENCED_SET, &[&key], &[&token, &holder, &value])
+                .await;
+            fenced_set_outcome(reply, &key, fence, &node.endpoint().to_string())
         })
         .await?
     }
@@ -188,7 +199,7 @@ impl Client {
     /// Reads what [`Client::fenced_set`] stored: `(value, fencing token)`.
     pub async fn fenced_get(&self, key: &str) -> Result<Option<(String, u64)>> {
         self.shared.ensure_open()?;
-        validate_data_key(key)?;
+        self.validate_data_key(key)?;
         let shared = self.shared.clone();
         let key = key.to_owned();
         runtime::run(async move {
@@ -197,10 +208,17 @@ impl Client {
                 Ok(redis::Value::Nil) => Ok(None),
                 Ok(redis::Value::Array(fields)) if fields.len() == 2 => {
                     let value: String = redis::from_redis_value_ref(&fields[0]).unwrap_or_default();
-                    let fence = as_i64(&fields[1])
-                        .and_then(|n| u64::try_from(n).ok())
-                        .unwrap_or(0);
-                    Ok(Some((value, fence)))
+                    match as_u64(&fields[1]) {
+                        Some(fence) => Ok(Some((value, fence))),
+                        None => Err(Error::new(
+                            ErrorKind::Unavailable,
+                            format!(
+                                "'{key}' on {} holds a fence that is not a decimal token: {:?}",
+                                node.endpoint(),
+                                fields[1]
+                            ),
+                        )),
+                    }
                 }
                 Ok(other) => Err(Error::new(
                     ErrorKind::Unavailable,
@@ -224,7 +242,13 @@ impl Client {
             let nodes = shared.nodes.nodes();
             let replies = shared
                 .nodes
-                .everywhere(&scripts::STATUS, &[keys.lock(), keys.fence()], &[], |_| true)
+                .everywhere(
+                    &scripts::STATUS,
+                    &[keys.lock(), keys.fence()],
+                    &[],
+                    shared.connect_timeout,
+                    |_| true,
+                )
                 .await;
             nodes
                 .iter()
@@ -257,14 +281,34 @@ impl Client {
     }
 }
 
-fn validate_data_key(key: &str) -> Result<()> {
-    if key.is_empty() || key.len() > crate::keys::MAX_RESOURCE_LEN {
-        return Err(Error::invalid(format!(
-            "the data key must be 1 to {} bytes long",
-            crate::keys::MAX_RESOURCE_LEN
-        )));
+impl Client {
+    /// A fenced data key: 1 to 1024 bytes, and never one of this client's
+    /// lock or counter keys, which a write would overwrite.
+    fn validate_data_key(&self, key: &str) -> Result<()> {
+        if key.is_empty() || key.len() > crate::keys::MAX_RESOURCE_LEN {
+            return Err(Error::invalid(format!(
+                "the data key must be 1 to {} bytes long",
+                crate::keys::MAX_RESOURCE_LEN
+            )));
+        }
+        if LockKeys::could_be_lock_key(&self.shared.key_prefix, key) {
+            return Err(Error::invalid(format!(
+                "the data key '{key}' has the form of a lock key (prefix '{}' then '{{'); a fenced write there \
+                 could overwrite a lock or its fencing counter: keep data keys outside that form",
+                self.shared.key_prefix
+            )));
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// A decimal reply as a `u64` (fences may exceed `i64::MAX`).
+fn as_u64(value: &redis::Value) -> Option<u64> {
+    match value {
+        redis::Value::Int(n) => u64::try_from(*n).ok(),
+        redis::Value::BulkString(bytes) => std::str::from_utf8(bytes).ok()?.parse().ok(),
+        _ => None,
+    }
 }
 
 fn node_lock_state(node: String, reply: Option<crate::node::Reply>) -> NodeLockState {
@@ -298,11 +342,13 @@ async fn warm_up(nodes: &NodeSet) -> Result<()> {
     for (node, result) in nodes.nodes().iter().zip(results) {
         match result {
             Ok(()) => {}
-            Err(NodeOutcome::Failed(failure)) if matches!(failure.kind, ErrorKind::Auth | ErrorKind::Tls) => {
-                let advice = if failure.kind == ErrorKind::Auth {
-                    "check the user name, password and ACL rules"
-                } else {
-                    "check the CA, the certificate's host name and the rediss:// URL"
+            Err(NodeOutcome::Failed(failure))
+                if matches!(failure.kind, ErrorKind::Auth | ErrorKind::Tls | ErrorKind::Config) =>
+            {
+                let advice = match failure.kind {
+                    ErrorKind::Auth => "check the user name, password and ACL rules",
+                    ErrorKind::Tls => "check the CA, the certificate's host name and the rediss:// URL",
+                    _ => "see above",
                 };
                 return Err(Error::new(
                     failure.kind,

@@ -48,6 +48,7 @@ pub struct ClientBuilder {
     pub(crate) password: Option<String>,
     pub(crate) tls: TlsMaterial,
     pub(crate) allow_mixed_tls: bool,
+    pub(crate) require_aof: bool,
 }
 
 impl Default for ClientBuilder {
@@ -64,6 +65,7 @@ impl Default for ClientBuilder {
             password: None,
             tls: TlsMaterial::default(),
             allow_mixed_tls: false,
+            require_aof: false,
         }
     }
 }
@@ -172,6 +174,18 @@ impl ClientBuilder {
         self
     }
 
+    /// Refuses nodes that do not run AOF (`appendonly yes`), or whose
+    /// persistence cannot be checked (`CONFIG GET` refused by the ACL, a
+    /// Redis Cluster node): their connections fail with
+    /// [`crate::ErrorKind::Config`], and `build` fails if any node is
+    /// refused. Without AOF a restarted node forgets its fencing counters
+    /// and tokens may repeat (docs/protocol.md §5). Off by default: such
+    /// nodes are then only reported, with a warning event once per node.
+    pub fn require_aof(mut self, require: bool) -> Self {
+        self.require_aof = require;
+        self
+    }
+
     /// Allows a quorum that mixes `rediss://` and `redis://` nodes (refused by
     /// default: one plaintext node weakens the whole quorum).
     pub fn allow_mixed_tls(mut self, allow: bool) -> Self {
@@ -232,6 +246,7 @@ impl ClientBuilder {
             username: self.username,
             password: self.password,
             tls: self.tls,
+            require_aof: self.require_aof,
         };
         Ok(ValidConfig {
             endpoints,
@@ -272,6 +287,7 @@ impl fmt::Debug for ClientBuilder {
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("tls_min_version", &self.tls.min_version)
+            .field("require_aof", &self.require_aof)
             .finish_non_exhaustive()
     }
 }

@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use crate::error::{Error, ErrorKind, Result};
 use crate::node::Reply;
 use crate::node_set::NodeSet;
 use crate::quorum::Quorum;
@@ -54,31 +53,6 @@ pub(crate) async fn raise_to(
         Ok(())
     } else {
         Err(replies)
-    }
-}
-
-/// Writes `value` to the hash at `key` only if `token` is not older than the
-/// token stored with the last write (see [`crate::Client::fenced_set`]).
-pub(crate) fn fenced_set_outcome(reply: Reply, key: &str, token: u64, node: &str) -> Result<()> {
-    match reply.as_ref().ok().and_then(crate::node::as_i64) {
-        Some(1) => Ok(()),
-        Some(0) => Err(Error::new(
-            ErrorKind::StaleToken,
-            format!(
-                "write to '{key}' refused: fencing token {token} is older than the one stored there; \
-                 a newer lock holder has written since — stop and re-acquire"
-            ),
-        )),
-        _ => Err(Error::new(
-            ErrorKind::Unavailable,
-            format!(
-                "fenced write to '{key}' on {node} failed: {}",
-                match reply {
-                    Err(outcome) => outcome.to_string(),
-                    Ok(value) => format!("unexpected reply {value:?}"),
-                }
-            ),
-        )),
     }
 }
 

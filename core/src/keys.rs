@@ -47,6 +47,12 @@ impl LockKeys {
     }
 
     /// `prefix{resource}`: the key holding the owner's token.
+    /// Whether `key` has the form of a lock or counter key under `prefix`
+    /// (`prefix{…`): every such key may belong to some resource.
+    pub(crate) fn could_be_lock_key(prefix: &str, key: &str) -> bool {
+        key.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('{'))
+    }
+
     pub(crate) fn lock(&self) -> &str {
         &self.fence[..self.lock_len]
     }

@@ -18,7 +18,7 @@
 //!     .acquire("inventory:sku-1", LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5)))
 //!     .await?;
 //! // Write only with the fencing token: a paused, expired holder is then refused.
-//! client.fenced_set("stock:sku-1", "41", lock.fencing_token()).await?;
+//! client.fenced_set("stock:sku-1", "41", lock.fence()).await?;
 //! lock.release().await?;
 //! # Ok(()) }
 //! ```
@@ -49,15 +49,19 @@ mod backoff;
 pub mod blocking;
 mod client;
 mod config;
+mod connection;
 mod deadline;
 mod endpoint;
 mod error;
+mod fenced;
 mod fencing;
 mod keys;
+mod lease;
 mod lock;
 mod node;
 mod node_set;
 mod options;
+mod persistence;
 mod quorum;
 mod runtime;
 mod scripts;
@@ -69,6 +73,7 @@ pub use backoff::RetryPolicy;
 pub use client::{Client, NodeLockState};
 pub use config::{ClientBuilder, MAX_DRIFT_FACTOR};
 pub use error::{Error, ErrorKind, NodeFailure, NodeOutcome, NodeReport, Result};
+pub use fenced::{Fence, MAX_HOLDER_ID};
 pub use fencing::MAX_FENCING_TOKEN;
 pub use keys::{DEFAULT_PREFIX, MAX_PREFIX_LEN, MAX_RESOURCE_LEN};
 pub use lock::{Lock, LockStatus, LossReason};

@@ -11,8 +11,11 @@ use tracing::Instrument;
 
 use crate::client::ClientShared;
 use crate::error::{Error, ErrorKind, Result, quorum_failure_kind};
+use crate::fenced::Fence;
 use crate::keys::LockKeys;
-use crate::node_set::{CompareAndAct, compare_and_act, describe_compare_and_act, tally};
+use crate::lease::{Leases, Outcome};
+use crate::node::Reply;
+use crate::node_set::{CompareAndAct, NodeSet, compare_and_act, describe_compare_and_act, tally};
 use crate::options::{RenewalPolicy, validate_ttl};
 use crate::runtime;
 use crate::scripts;
@@ -57,13 +60,45 @@ impl fmt::Display for LossReason {
 }
 
 /// Timing that renewals and extensions update together.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub(crate) struct Timing {
+    /// The ttl renewals send: the grant's, or the last successful extend's.
     pub(crate) ttl: Duration,
+    /// What each node may hold; `valid_until` follows from it.
+    pub(crate) leases: Leases,
     pub(crate) valid_until: Instant,
+    /// The ttl behind `valid_until`: shorter than `ttl` while a request with
+    /// a shorter one may still land. Renewals fall due after a third of it.
+    pub(crate) lease_ttl: Duration,
     pub(crate) renewals: u32,
     /// The lock's job in the watchdog's schedule, if any.
     pub(crate) job: Option<JobKey>,
+}
+
+impl Timing {
+    /// Takes in a ttl change sent at `sent` (see [`crate::lease`]); returns
+    /// whether the lock is still valid on a quorum.
+    pub(crate) fn record(
+        &mut self,
+        nodes: &NodeSet,
+        sent: Instant,
+        ttl: Duration,
+        outcomes: impl IntoIterator<Item = Outcome>,
+    ) -> bool {
+        self.leases.record(sent, ttl, outcomes);
+        match nodes.validity(&self.leases) {
+            Some(validity) => {
+                self.valid_until = validity.until;
+                self.lease_ttl = validity.ttl;
+                validity.until > Instant::now()
+            }
+            None => {
+                // Fewer than a quorum hold the key: nothing left to rely on.
+                self.valid_until = self.valid_until.min(Instant::now());
+                false
+            }
+        }
+    }
 }
 
 /// What a lock handle and the watchdog share. Kept small: a client may hold
@@ -74,6 +109,8 @@ pub(crate) struct LockState {
     prefix_len: usize,
     pub(crate) token: LockToken,
     pub(crate) fencing_token: u64,
+    /// This grant's id for fenced writes ([`Fence::holder`]).
+    pub(crate) holder: u64,
     pub(crate) acquired_at: Instant,
     pub(crate) renewal: RenewalPolicy,
     timing: Mutex<Timing>,
@@ -115,8 +152,9 @@ impl LockState {
     pub(crate) fn new(
         keys: LockKeys,
         token: LockToken,
-        fencing_token: u64,
+        fence: Fence,
         ttl: Duration,
+        leases: Leases,
         valid_until: Instant,
         renewal: RenewalPolicy,
     ) -> Self {
@@ -124,12 +162,15 @@ impl LockState {
             prefix_len: keys.prefix_len,
             lock_key: keys.into_lock_key(),
             token,
-            fencing_token,
+            fencing_token: fence.token,
+            holder: fence.holder,
             acquired_at: Instant::now(),
             renewal,
             timing: Mutex::new(Timing {
                 ttl,
+                leases,
                 valid_until,
+                lease_ttl: ttl,
                 renewals: 0,
                 job: None,
             }),
@@ -259,6 +300,16 @@ impl Lock {
         self.state.fencing_token
     }
 
+    /// What a fenced write of this holder carries: the fencing token and
+    /// this grant's id. Storage accepts it over an equal token only from
+    /// this same grant (see [`crate::Client::fenced_set`]).
+    pub fn fence(&self) -> Fence {
+        Fence {
+            token: self.state.fencing_token,
+            holder: self.state.holder,
+        }
+    }
+
     /// True while the lock is held and its validity (measured on the local
     /// monotonic clock) has not run out.
     pub fn is_held(&self) -> bool {
@@ -356,28 +407,26 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
     let sent = Instant::now();
     let ttl_ms = ttl.as_millis().to_string();
     let keys = [state.lock_key()];
-    let decided = nodes
-        .decide(&scripts::EXTEND, &keys, &[state.token.as_str(), &ttl_ms], |r| {
+    let change = nodes
+        .decide_ttl_change(&scripts::EXTEND, &keys, &[state.token.as_str(), &ttl_ms], |r| {
             compare_and_act(r) == Some(CompareAndAct::Done)
         })
         .await;
-    // Compare-and-pexpire is harmless late: let the slower nodes extend too.
-    decided.stragglers.finish_in_background();
-    let replies = decided.replies;
+    // Whatever the outcome, the slower nodes may still apply the new ttl:
+    // the validity below counts with that (docs/protocol.md §4.5).
+    let valid = state.timing().record(nodes, sent, ttl, change.outcomes());
+    let replies = change.decided.replies;
+    change.decided.stragglers.finish_in_background();
     let (done, not_ours, taken) = tally(replies.iter().map(Option::as_ref));
     let quorum = nodes.quorum();
-    if quorum.reached(done)
-        && let Some(valid_until) = nodes.valid_until(sent, ttl)
-    {
-        {
-            let mut timing = state.timing();
-            timing.ttl = ttl;
-            timing.valid_until = valid_until;
-        }
-        client.watchdog.plan(state, sent);
+    if quorum.reached(done) && valid {
+        state.timing().ttl = ttl;
+        client.watchdog.plan(state);
         tracing::debug!(resource = %state.resource(), ttl_ms = ttl.as_millis() as u64, "lock extended");
         return Ok(());
     }
+    // The validity may have shrunk (a shorter ttl may land): renew or expire by then.
+    client.watchdog.plan(state);
     let reports = nodes.reports(&replies, describe_compare_and_act);
     if quorum.impossible(not_ours) {
         state.mark_lost(if taken {
@@ -399,7 +448,7 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
         quorum_failure_kind(&reports),
         format!(
             "cannot extend lock '{}': only {done} of {} nodes confirmed ({} needed); the lock stays valid for {:?} \
-             unless a retry succeeds",
+             (less if the nodes that did not answer apply the new ttl) unless a retry succeeds",
             state.resource(),
             nodes.nodes().len(),
             quorum.needed(),
@@ -435,10 +484,19 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     stop_stragglers(state).await;
     let nodes = &client.nodes;
     let keys = [state.lock_key()];
-    // Every node, not just a quorum: a late grant may have landed anywhere.
-    let replies = nodes
-        .everywhere(&scripts::RELEASE, &keys, &[state.token.as_str()], |_| true)
+    let token = [state.token.as_str()];
+    // Sent to every node, not just a quorum (a late grant may have landed
+    // anywhere); the answer comes once a quorum decided, and the rest go on
+    // in the background, already queued on their connections ahead of
+    // anything this client sends later.
+    let decided = nodes
+        .decide(&scripts::RELEASE, &keys, &token, |r| {
+            compare_and_act(r) == Some(CompareAndAct::Done)
+        })
         .await;
+    let replies = decided.replies;
+    decided.stragglers.finish_in_background();
+    clean_up_unreached(nodes, keys[0], &state.token, &replies, client.connect_timeout);
     let (done, not_ours, _) = tally(replies.iter().map(Option::as_ref));
     let quorum = nodes.quorum();
     tracing::debug!(resource = %state.resource(), released_on = done, "lock released");
@@ -462,6 +520,33 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     )
     .with_resource(state.resource())
     .with_nodes(reports))
+}
+
+/// Sends the release again, in the background, to the nodes that failed or
+/// had no connection when it was decided: a grant may sit there, and would
+/// otherwise block the resource until its ttl. Waits for a node's
+/// connection to come back for up to `patience`.
+fn clean_up_unreached(
+    nodes: &Arc<NodeSet>,
+    lock_key: &str,
+    token: &LockToken,
+    replies: &[Option<Reply>],
+    patience: Duration,
+) {
+    let failed: Vec<bool> = replies.iter().map(|r| matches!(r, Some(Err(_)))).collect();
+    if !failed.contains(&true) {
+        return;
+    }
+    let (nodes, key, token) = (nodes.clone(), lock_key.to_owned(), token.clone());
+    if let Ok(runtime) = runtime::handle() {
+        runtime.spawn(async move {
+            nodes
+                .everywhere(&scripts::RELEASE, &[&key], &[token.as_str()], patience, |i| {
+                    failed[i]
+                })
+                .await;
+        });
+    }
 }
 
 fn not_held(state: &LockState, why: &str) -> Error {

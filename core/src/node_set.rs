@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{NodeOutcome, NodeReport};
-use crate::node::{Node, Prepared, Reply, as_i64};
+use crate::lease::{Leases, Outcome, Validity};
+use crate::node::{Delivery, Node, Prepared, Reply, as_i64};
 use crate::quorum::{Decided, Quorum, decide};
 use crate::scripts::LuaScript;
 
@@ -54,9 +55,15 @@ impl NodeSet {
         (until > Instant::now()).then_some(until)
     }
 
-    /// Sends one script to every node in parallel and returns when the quorum
-    /// decides, with the requests still on their way (see
-    /// [`crate::quorum::Stragglers`]).
+    /// Until when `leases` leave the lock valid on a quorum (see [`crate::lease`]).
+    pub(crate) fn validity(&self, leases: &Leases) -> Option<Validity> {
+        leases.validity(self.quorum, |ttl| self.safety_margin(ttl))
+    }
+
+    /// Sends one script to every node in parallel on the foreground
+    /// connections and returns when the quorum decides, with the requests
+    /// still on their way (see [`crate::quorum::Stragglers`]). A node with no
+    /// connection up fails at once.
     pub(crate) async fn decide(
         self: &Arc<Self>,
         script: &'static LuaScript,
@@ -78,27 +85,60 @@ impl NodeSet {
         decide(requests, self.quorum, is_yes).await
     }
 
+    /// [`NodeSet::decide`] for a request that changes a held lock's ttl: it
+    /// goes on the background connections (where renewals go, so a lock's
+    /// ttl changes reach each node in order), and the result says which
+    /// connection each node's request went on, for [`crate::lease`].
+    pub(crate) async fn decide_ttl_change(
+        self: &Arc<Self>,
+        script: &'static LuaScript,
+        keys: &[&str],
+        args: &[&str],
+        is_yes: impl Fn(&Reply) -> bool,
+    ) -> TtlChange<impl Future<Output = (usize, Reply)> + Send + 'static> {
+        let call = Arc::new(Prepared::new(script, keys, args));
+        // Chosen before anything is sent: which connection a request went on
+        // is then known even if the decision comes before its answer.
+        let connections: Vec<_> = self.nodes.iter().map(Node::background).collect();
+        let generations = connections
+            .iter()
+            .map(|c| c.as_ref().ok().map(|live| live.generation))
+            .collect();
+        let requests = connections.into_iter().enumerate().map(|(index, connection)| {
+            let (nodes, call) = (self.clone(), call.clone());
+            async move {
+                let reply = match connection {
+                    Ok(live) => {
+                        let node = &nodes.nodes[index];
+                        node.send(live, &call, node.request_timeout()).await
+                    }
+                    Err(outcome) => Err(outcome),
+                };
+                (index, reply)
+            }
+        });
+        TtlChange {
+            decided: decide(requests, self.quorum, is_yes).await,
+            generations,
+        }
+    }
+
     /// Sends one script to the chosen nodes and waits for every reply (each
-    /// bounded by the per-node timeout). For clean-up that must reach all.
+    /// bounded by the per-node timeout, after waiting up to `patience` for a
+    /// node's connection to come back). For work that must reach every node
+    /// and is not in a hurry: undoing a failed attempt, inspecting a lock.
     pub(crate) async fn everywhere(
         &self,
         script: &'static LuaScript,
         keys: &[&str],
         args: &[&str],
+        patience: Duration,
         only: impl Fn(usize) -> bool,
     ) -> Vec<Option<Reply>> {
         let (only, call) = (&only, &Prepared::new(script, keys, args));
-        if let [node] = self.nodes.as_slice() {
-            // Single-node mode: no futures set to build for one request.
-            return vec![if only(0) {
-                Some(node.eval_prepared(call).await)
-            } else {
-                None
-            }];
-        }
         let requests = self.nodes.iter().enumerate().map(|(i, node)| async move {
             if only(i) {
-                Some(node.eval_prepared(call).await)
+                Some(node.eval_patiently(call, patience).await)
             } else {
                 None
             }
@@ -124,6 +164,44 @@ impl NodeSet {
                 },
             })
             .collect()
+    }
+}
+
+/// A ttl change decided by quorum, with the connection each request went on.
+pub(crate) struct TtlChange<F: Future> {
+    pub(crate) decided: Decided<Reply, F>,
+    /// Per node, the connection its request went on; `None`: never sent.
+    generations: Vec<Option<u32>>,
+}
+
+impl<F: Future> TtlChange<F> {
+    /// Each node's part, for [`crate::lease::Leases::record`]. A node with
+    /// no reply yet, a timeout or a failure may still apply the request.
+    pub(crate) fn outcomes(&self) -> impl Iterator<Item = Outcome> + '_ {
+        self.generations
+            .iter()
+            .zip(&self.decided.replies)
+            .map(|(generation, reply)| outcome(*generation, reply.as_ref()))
+    }
+}
+
+/// One node's part in a ttl change: sent on `generation` (if at all), answered with `reply` (if yet).
+pub(crate) fn outcome(generation: Option<u32>, reply: Option<&Reply>) -> Outcome {
+    let Some(generation) = generation else {
+        return Outcome {
+            delivery: Delivery::NotSent,
+            answer: None,
+        };
+    };
+    match reply {
+        Some(Ok(value)) => Outcome {
+            delivery: Delivery::Answered(generation),
+            answer: read_compare_and_act(value),
+        },
+        _ => Outcome {
+            delivery: Delivery::Unknown(generation),
+            answer: None,
+        },
     }
 }
 

@@ -37,7 +37,7 @@ impl Quorum {
 }
 
 /// What [`decide`] found, and the requests that were still on their way.
-pub(crate) struct Decided<R, F> {
+pub(crate) struct Decided<R, F: Future> {
     /// Each node's result in node order; `None` for a node that had not
     /// answered when the quorum decided.
     pub(crate) replies: Vec<Option<R>>,
@@ -52,9 +52,9 @@ pub(crate) struct Decided<R, F> {
 /// land anywhere later. After a success, [`Stragglers::finish_in_background`]
 /// lets them reach their nodes, so a lock sits on every reachable node and
 /// not only on the majority that answered first.
-pub(crate) struct Stragglers<F>(Option<InFlight<F>>);
+pub(crate) struct Stragglers<F: Future>(Option<InFlight<F>>);
 
-impl<R, F> Decided<R, F> {
+impl<R, F: Future> Decided<R, F> {
     /// A decision with every reply in and nothing left on its way.
     pub(crate) fn settled(replies: Vec<Option<R>>) -> Self {
         Decided {
@@ -92,17 +92,34 @@ pub(crate) async fn decide<R, F>(
 where
     F: Future<Output = (usize, R)>,
 {
-    let mut pending = InFlight::new(requests);
-    let mut replies: Vec<Option<R>> = (0..pending.len()).map(|_| None).collect();
     let (mut yes, mut no) = (0, 0);
-    while let Some((index, result)) = pending.next().await {
-        if is_yes(&result) {
+    gather(requests, |_, result| {
+        if is_yes(result) {
             yes += 1;
         } else {
             no += 1;
         }
+        quorum.reached(yes) || quorum.impossible(no)
+    })
+    .await
+}
+
+/// Runs one future per node concurrently and collects their results until
+/// `decided(index, result)`, told of each result as it comes, says the
+/// outcome is settled (or every request has answered).
+pub(crate) async fn gather<R, F>(
+    requests: impl IntoIterator<Item = F>,
+    mut decided: impl FnMut(usize, &R) -> bool,
+) -> Decided<R, F>
+where
+    F: Future<Output = (usize, R)>,
+{
+    let mut pending = InFlight::new(requests);
+    let mut replies: Vec<Option<R>> = (0..pending.len()).map(|_| None).collect();
+    while let Some((index, result)) = pending.next().await {
+        let done = decided(index, &result);
         replies[index] = Some(result);
-        if quorum.reached(yes) || quorum.impossible(no) {
+        if done {
             break;
         }
     }
@@ -114,17 +131,32 @@ where
 
 /// The requests of one decision, polled where they lie: one allocation for
 /// all of them. (A `FuturesUnordered` makes one per request and copies each
-/// request into it: a measurable share of a 5-node lock cycle.) A wake-up
-/// polls every request still pending, which is cheap for a handful of nodes.
-struct InFlight<F> {
-    slots: Pin<Box<[Option<F>]>>,
+/// request into it: a measurable share of a 5-node lock cycle.)
+///
+/// Every look polls every request still pending, so each request has been
+/// polled (handed to its connection, in line behind what was sent before)
+/// by the time the first answer comes out: a decision never leaves a
+/// request unsent that a later request could overtake. Cheap for a handful
+/// of nodes.
+struct InFlight<F: Future> {
+    slots: Pin<Box<[Slot<F>]>>,
+    /// Requests not yet polled to their end.
+    running: usize,
+    /// Outputs not yet handed out (running ones included).
     left: usize,
+}
+
+enum Slot<F: Future> {
+    Running(F),
+    Done(F::Output),
+    Taken,
 }
 
 impl<F: Future> InFlight<F> {
     fn new(requests: impl IntoIterator<Item = F>) -> Self {
-        let slots: Box<[Option<F>]> = requests.into_iter().map(Some).collect();
+        let slots: Box<[Slot<F>]> = requests.into_iter().map(Slot::Running).collect();
         InFlight {
+            running: slots.len(),
             left: slots.len(),
             slots: Box::into_pin(slots),
         }
@@ -147,16 +179,27 @@ impl<F: Future> InFlight<F> {
         if self.left == 0 {
             return Poll::Ready(None);
         }
-        // SAFETY: the slice is never moved out of its box, and a request is
-        // only ever dropped in place (its slot set to `None`): pinned
-        // requests stay where they are until dropped, as `Pin` requires.
+        // SAFETY: the slice is never moved out of its box, and a running
+        // request is only ever dropped in place (its slot overwritten):
+        // pinned requests stay where they are until dropped, as `Pin`
+        // requires. `Done` and `Taken` slots hold nothing pinned.
         let slots = unsafe { self.slots.as_mut().get_unchecked_mut() };
+        if self.running > 0 {
+            for slot in slots.iter_mut() {
+                let Slot::Running(request) = slot else { continue };
+                // SAFETY: as above.
+                let request = unsafe { Pin::new_unchecked(request) };
+                if let Poll::Ready(output) = request.poll(cx) {
+                    *slot = Slot::Done(output);
+                    self.running -= 1;
+                }
+            }
+        }
         for slot in slots.iter_mut() {
-            let Some(request) = slot.as_mut() else { continue };
-            // SAFETY: as above.
-            let request = unsafe { Pin::new_unchecked(request) };
-            if let Poll::Ready(output) = request.poll(cx) {
-                *slot = None;
+            if matches!(slot, Slot::Done(_)) {
+                let Slot::Done(output) = std::mem::replace(slot, Slot::Taken) else {
+                    unreachable!("just matched")
+                };
                 self.left -= 1;
                 return Poll::Ready(Some(output));
             }
@@ -219,6 +262,36 @@ mod tests {
         assert!(task.is_some(), "two requests were still on their way");
         tokio::time::sleep(Duration::from_secs(11)).await;
         assert_eq!(done.load(Ordering::SeqCst), 5, "the stragglers ran to their end");
+    }
+
+    /// A request that was never polled was never handed to its connection,
+    /// so a request sent after the decision could overtake it.
+    #[tokio::test(start_paused = true)]
+    async fn every_request_is_on_its_way_before_the_decision() {
+        let polled = Arc::new(AtomicUsize::new(0));
+        let request = |i: usize, ready: bool| {
+            let polled = polled.clone();
+            async move {
+                polled.fetch_add(1, Ordering::SeqCst);
+                if !ready {
+                    std::future::pending::<()>().await;
+                }
+                (i, false)
+            }
+        };
+        // Two refusals decide a 3-node quorum before the third answers.
+        let decided = decide(
+            [request(0, true), request(1, true), request(2, false)],
+            Quorum::of(3),
+            |ok| *ok,
+        )
+        .await;
+        assert!(decided.replies[2].is_none());
+        assert_eq!(
+            polled.load(Ordering::SeqCst),
+            3,
+            "the third request was never sent"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -111,20 +111,25 @@ return 0
     )
 });
 
-/// `FENCED_SET(KEYS = {data}, ARGV = {token, value})`.
+/// `FENCED_SET(KEYS = {data}, ARGV = {token, holder, value})`.
 ///
-/// The data key is a hash with fields `fence` and `value`. The write happens
-/// only when `token >= fence` (equal means the same holder writing again).
-/// Returns 1 when written, 0 when the token is stale.
+/// The data key is a hash with fields `fence`, `holder` and `value`. The
+/// write happens when no fence is stored, when `token > fence`, or when
+/// `token == fence` and the same non-zero holder id stored it (the same
+/// grant writing again; holder `0` is a bare token). Returns 1 when
+/// written, 0 when the token is stale.
 pub(crate) static FENCED_SET: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         "fenced_set",
         concat_script(&[
             DECIMAL_LESS,
             r#"
-local stored = redis.call('HGET', KEYS[1], 'fence')
-if stored and decimal_less(ARGV[1], stored) then return 0 end
-redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
+local stored = redis.call('HMGET', KEYS[1], 'fence', 'holder')
+if stored[1] then
+  if decimal_less(ARGV[1], stored[1]) then return 0 end
+  if ARGV[1] == stored[1] and (ARGV[2] == '0' or ARGV[2] ~= stored[2]) then return 0 end
+end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'holder', ARGV[2], 'value', ARGV[3])
 return 1
 "#,
         ]),

@@ -1,24 +1,17 @@
-//! TLS that redis-rs cannot be told to do: a minimum protocol version.
-//!
-//! redis-rs builds its rustls configuration itself and offers TLS 1.2 and
-//! 1.3. A client that demands TLS 1.3 therefore opens its single-node
-//! `rediss://` connections here: TCP, then the handshake with our own rustls
-//! configuration (same trust roots, client certificate and host-name
-//! verification as redis-rs would use), then redis-rs takes over the
-//! encrypted stream (authentication, database, commands). Every other
-//! connection goes through redis-rs unchanged.
+//! TLS for `rediss://` nodes: our own rustls configuration (the trust
+//! roots, client certificate and host-name verification redis-rs would use,
+//! plus a minimum protocol version, which redis-rs cannot be told), applied
+//! to a TCP stream that [`crate::connection`] opened itself and then hands
+//! to redis-rs (authentication, database, commands). Redis Cluster nodes
+//! keep redis-rs's own TLS.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use redis::{
-    AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisConnectionInfo, RedisError, RedisResult,
-};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 use crate::error::{Error, Result};
 
@@ -50,59 +43,37 @@ pub(crate) struct TlsMaterial {
 }
 
 impl TlsMaterial {
-    /// Whether connections need [`OwnTls`] rather than redis-rs's TLS.
-    pub(crate) fn needs_own_handshake(&self) -> bool {
+    /// Whether a minimum above what redis-rs speaks is asked for (which a
+    /// Redis Cluster node, connected by redis-rs, cannot honour).
+    pub(crate) fn raises_minimum(&self) -> bool {
         self.min_version > TlsVersion::V1_2
     }
 }
 
-/// Opens TLS connections to one node with our own rustls configuration.
+/// The TLS handshake with one node.
 #[derive(Clone)]
-pub(crate) struct OwnTls {
+pub(crate) struct Handshake {
     connector: TlsConnector,
-    host: String,
-    port: u16,
     server_name: ServerName<'static>,
-    redis: RedisConnectionInfo,
 }
 
-impl OwnTls {
-    /// Prepares connections to the TLS address in `info`.
-    pub(crate) fn new(info: &ConnectionInfo, tls: &TlsMaterial, node: &str) -> Result<Self> {
-        let ConnectionAddr::TcpTls { host, port, .. } = info.addr() else {
-            return Err(Error::config(format!(
-                "node {node}: a TLS minimum version needs a rediss:// URL"
-            )));
-        };
-        let server_name = ServerName::try_from(host.clone()).map_err(|e| {
+impl Handshake {
+    /// Prepares handshakes with `host` (the name its certificate must carry).
+    pub(crate) fn new(host: &str, tls: &TlsMaterial, node: &str) -> Result<Self> {
+        let server_name = ServerName::try_from(host.to_owned()).map_err(|e| {
             Error::config(format!(
                 "node {node}: '{host}' is not a valid TLS server name ({e})"
             ))
         })?;
-        Ok(OwnTls {
+        Ok(Handshake {
             connector: TlsConnector::from(Arc::new(client_config(tls, node)?)),
-            host: host.clone(),
-            port: *port,
             server_name,
-            redis: info.redis_settings().clone(),
         })
     }
 
-    /// Connects, completes the handshake and hands the stream to redis-rs,
-    /// whose connection task is spawned on the current runtime.
-    pub(crate) async fn connect(&self, connect_timeout: Duration) -> RedisResult<MultiplexedConnection> {
-        let open = async {
-            let tcp = TcpStream::connect((self.host.as_str(), self.port)).await?;
-            tcp.set_nodelay(true)?;
-            let stream = self.connector.connect(self.server_name.clone(), tcp).await?;
-            let config = AsyncConnectionConfig::new().set_response_timeout(None);
-            MultiplexedConnection::new_with_config(&self.redis, stream, config).await
-        };
-        let (connection, driver) = tokio::time::timeout(connect_timeout, open)
-            .await
-            .map_err(|_| RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut)))??;
-        tokio::spawn(driver);
-        Ok(connection)
+    /// Runs the handshake over `tcp`.
+    pub(crate) async fn over(&self, tcp: TcpStream) -> std::io::Result<TlsStream<TcpStream>> {
+        self.connector.connect(self.server_name.clone(), tcp).await
     }
 }
 

@@ -27,6 +27,14 @@ impl LockToken {
     }
 }
 
+/// 64 random bits from the OS CSPRNG (through the same pool as tokens).
+pub(crate) fn random_u64() -> Result<u64> {
+    let bytes = draw()?;
+    let mut half = [0u8; 8];
+    half.copy_from_slice(&bytes[..8]);
+    Ok(u64::from_le_bytes(half))
+}
+
 /// Random bytes drawn from the OS ahead of use, per thread: one `getrandom`
 /// system call serves [`POOL_TOKENS`] tokens instead of one (it was a
 /// measurable share of an acquire). The bytes still come straight from the

@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::error::NodeOutcome;
 use crate::lock::{LockState, LockStatus, LossReason, Timing};
-use crate::node::{Reply, eval_cmd, evalsha_cmd, pipeline};
-use crate::node_set::{NodeSet, tally};
+use crate::node::{Node, Reply, eval_cmd, evalsha_cmd, pipeline};
+use crate::node_set::{CompareAndAct, NodeSet, compare_and_act, outcome, tally};
+use crate::quorum::gather;
 use crate::scripts::{self, LuaScript};
 
 /// Renewals sent in one pipeline at most; larger batches are split.
@@ -92,9 +94,10 @@ impl Watchdog {
         Watchdog { schedule }
     }
 
-    /// Replaces the lock's job by the one that follows a grant or extension sent at `sent`.
-    pub(crate) fn plan(&self, lock: &Arc<LockState>, sent: Instant) {
-        self.schedule.plan(lock, sent);
+    /// Replaces the lock's job by the one its current validity calls for
+    /// (after a grant, a renewal or an extend).
+    pub(crate) fn plan(&self, lock: &Arc<LockState>) {
+        self.schedule.plan(lock);
     }
 
     /// Removes the lock's job: no renewal or expiry check happens after this.
@@ -104,12 +107,12 @@ impl Watchdog {
 }
 
 impl Schedule {
-    fn plan(&self, lock: &Arc<LockState>, sent: Instant) {
+    fn plan(&self, lock: &Arc<LockState>) {
         let mut timing = lock.timing();
         if let Some(old) = timing.job.take() {
             self.lock().queue.remove(&old);
         }
-        let (key, job) = next_job(lock, &timing, sent, self.next_seq());
+        let (key, job) = next_job(lock, &timing, self.next_seq());
         self.insert(&mut timing, key, job);
     }
 
@@ -194,10 +197,14 @@ impl Drop for Schedule {
     }
 }
 
-/// The next job for `lock`, after a grant, renewal or extension sent at `sent`.
-fn next_job(lock: &Arc<LockState>, timing: &Timing, sent: Instant, seq: u64) -> (JobKey, Job) {
-    let interval = timing.ttl / 3;
-    let renew_at = sent + interval;
+/// The next job for `lock`: a renewal once a third of its lease has passed
+/// (the lease that decides its validity), or the end of an unrenewed lease.
+fn next_job(lock: &Arc<LockState>, timing: &Timing, seq: u64) -> (JobKey, Job) {
+    let interval = timing.lease_ttl / 3;
+    let renew_at = timing
+        .valid_until
+        .checked_sub(timing.lease_ttl - interval)
+        .unwrap_or(timing.valid_until);
     let within_hold = lock
         .renewal
         .max_hold
@@ -264,11 +271,14 @@ async fn run_batch(nodes: Arc<NodeSet>, batch: Vec<(JobKey, Job)>, schedule: Wea
             }
             continue;
         };
-        let timing = *lock.timing();
-        if timing.job != Some(key) || lock.status() != LockStatus::Held {
+        let (job_key, valid_until, ttl) = {
+            let timing = lock.timing();
+            (timing.job, timing.valid_until, timing.ttl)
+        };
+        if job_key != Some(key) || lock.status() != LockStatus::Held {
             continue;
         }
-        if now >= timing.valid_until {
+        if now >= valid_until {
             let reason = match job.kind {
                 JobKind::Expire => LossReason::Expired,
                 JobKind::Renew => LossReason::Unreachable,
@@ -277,11 +287,11 @@ async fn run_batch(nodes: Arc<NodeSet>, batch: Vec<(JobKey, Job)>, schedule: Wea
             continue;
         }
         match job.kind {
-            JobKind::Expire => replan(&schedule, &lock, now),
+            JobKind::Expire => replan(&schedule, &lock),
             JobKind::Renew => renewing.push(Renewing {
                 lock,
                 key,
-                ttl: timing.ttl,
+                ttl,
                 _busy: busy,
             }),
         }
@@ -291,88 +301,146 @@ async fn run_batch(nodes: Arc<NodeSet>, batch: Vec<(JobKey, Job)>, schedule: Wea
     }
     tracing::debug!(locks = renewing.len(), "renewing");
     let sent = Instant::now();
-    let replies = renew_on_every_node(&nodes, &renewing).await;
+    let renewed = renew_on_every_node(&nodes, &renewing).await;
     for (index, item) in renewing.iter().enumerate() {
-        settle(
-            &nodes,
-            &schedule,
-            item,
-            replies.iter().map(|node| &node[index]),
-            sent,
-        );
+        settle(&nodes, &schedule, item, &renewed, index, sent);
     }
 }
 
-fn replan(schedule: &Weak<Schedule>, lock: &Arc<LockState>, sent: Instant) {
+fn replan(schedule: &Weak<Schedule>, lock: &Arc<LockState>) {
     if let Some(schedule) = schedule.upgrade() {
-        schedule.plan(lock, sent);
+        schedule.plan(lock);
     }
 }
 
-/// One pipeline per node carrying every lock of the batch; all nodes in parallel.
-async fn renew_on_every_node(nodes: &NodeSet, renewing: &[Renewing]) -> Vec<Vec<Reply>> {
-    let calls = renewal_pipeline(renewing, evalsha_cmd);
-    let fallback = || renewal_pipeline(renewing, eval_cmd);
-    let per_node = nodes.nodes().iter().map(|node| {
-        let (calls, fallback) = (&calls, &fallback);
+/// What one batch of renewals got from the nodes.
+struct Renewed {
+    /// Per node, its pipeline's replies (one per lock), or why it failed;
+    /// `None` when the batch was decided before the node answered.
+    replies: Vec<Option<Result<Vec<Reply>, NodeOutcome>>>,
+    /// Per node, the connection its pipeline went on; `None`: never sent.
+    generations: Vec<Option<u32>>,
+}
+
+impl Renewed {
+    /// Node `node`'s reply for the batch's lock number `lock`.
+    fn reply(&self, node: usize, lock: usize) -> Option<Reply> {
+        match self.replies[node].as_ref()? {
+            Ok(replies) => Some(replies[lock].clone()),
+            Err(outcome) => Some(Err(outcome.clone())),
+        }
+    }
+}
+
+/// One pipeline per node carrying every lock of the batch, all nodes in
+/// parallel, decided as soon as every lock's renewal is (a quorum renewed
+/// it, or can no longer); the slower nodes' pipelines go on in the background.
+async fn renew_on_every_node(nodes: &Arc<NodeSet>, renewing: &[Renewing]) -> Renewed {
+    let batch: Arc<[(Arc<LockState>, Duration)]> = renewing.iter().map(|r| (r.lock.clone(), r.ttl)).collect();
+    let calls = Arc::new(renewal_pipeline(&batch, evalsha_cmd));
+    // Chosen before anything is sent, so each request's connection is known.
+    let connections: Vec<_> = nodes.nodes().iter().map(Node::background).collect();
+    let generations = connections
+        .iter()
+        .map(|c| c.as_ref().ok().map(|live| live.generation))
+        .collect();
+    let requests = connections.into_iter().enumerate().map(|(index, connection)| {
+        let (nodes, calls, batch) = (nodes.clone(), calls.clone(), batch.clone());
         async move {
-            match node.eval_pipeline(calls, fallback).await {
-                Ok(replies) => replies,
-                Err(outcome) => vec![Err(outcome); calls.len()],
-            }
+            let replies = match connection {
+                Ok(live) => {
+                    let fallback = || renewal_pipeline(&batch, eval_cmd);
+                    nodes.nodes()[index].eval_pipeline(live, &calls, fallback).await
+                }
+                Err(outcome) => Err(outcome),
+            };
+            (index, replies)
         }
     });
-    futures_util::future::join_all(per_node).await
+    let quorum = nodes.quorum();
+    let mut votes = vec![(0usize, 0usize); renewing.len()];
+    let mut undecided = renewing.len();
+    let decided = gather(requests, |_, replies: &Result<Vec<Reply>, NodeOutcome>| {
+        for (lock, (yes, no)) in votes.iter_mut().enumerate() {
+            let was_decided = quorum.reached(*yes) || quorum.impossible(*no);
+            let renewed = replies
+                .as_ref()
+                .is_ok_and(|r| compare_and_act(&r[lock]) == Some(CompareAndAct::Done));
+            if renewed {
+                *yes += 1;
+            } else {
+                *no += 1;
+            }
+            if !was_decided && (quorum.reached(*yes) || quorum.impossible(*no)) {
+                undecided -= 1;
+            }
+        }
+        undecided == 0
+    })
+    .await;
+    decided.stragglers.finish_in_background();
+    Renewed {
+        replies: decided.replies,
+        generations,
+    }
 }
 
 /// `EXTEND` for every lock of the batch, as `EVALSHA` or (fallback) `EVAL` commands.
 fn renewal_pipeline(
-    renewing: &[Renewing],
+    batch: &[(Arc<LockState>, Duration)],
     command: fn(&LuaScript, &[&str], &[&str]) -> redis::Cmd,
 ) -> redis::Pipeline {
     let mut ttl_ms = String::new();
     let mut last_ttl = None;
     let mut pipe = pipeline();
-    for item in renewing {
+    for (lock, ttl) in batch {
         // Locks of one batch usually share a ttl: format it once.
-        if last_ttl != Some(item.ttl) {
-            ttl_ms = item.ttl.as_millis().to_string();
-            last_ttl = Some(item.ttl);
+        if last_ttl != Some(*ttl) {
+            ttl_ms = ttl.as_millis().to_string();
+            last_ttl = Some(*ttl);
         }
         pipe.add_command(command(
             &scripts::EXTEND,
-            &[item.lock.lock_key()],
-            &[item.lock.token.as_str(), &ttl_ms],
+            &[lock.lock_key()],
+            &[lock.token.as_str(), &ttl_ms],
         ));
     }
     pipe
 }
 
 /// Applies one lock's renewal replies: renewed, lost, or retry.
-fn settle<'a>(
+fn settle(
     nodes: &NodeSet,
     schedule: &Weak<Schedule>,
     item: &Renewing,
-    replies: impl Iterator<Item = &'a Reply> + Clone,
+    renewed: &Renewed,
+    index: usize,
     sent: Instant,
 ) {
     let lock = &item.lock;
-    let (done, not_ours, taken) = tally(replies.clone().map(Some));
+    let replies: Vec<Option<Reply>> = (0..nodes.nodes().len())
+        .map(|node| renewed.reply(node, index))
+        .collect();
+    let outcomes = renewed
+        .generations
+        .iter()
+        .zip(&replies)
+        .map(|(generation, reply)| outcome(*generation, reply.as_ref()));
+    let (done, not_ours, taken) = tally(replies.iter().map(Option::as_ref));
     let quorum = nodes.quorum();
-    if quorum.reached(done)
-        && let Some(valid_until) = nodes.valid_until(sent, item.ttl)
     {
-        {
-            let mut timing = lock.timing();
-            if timing.job != Some(item.key) {
-                return; // dropped meanwhile: no further renewal
-            }
-            timing.valid_until = valid_until;
-            timing.renewals += 1;
+        let mut timing = lock.timing();
+        if timing.job != Some(item.key) {
+            return; // dropped meanwhile: no further renewal
         }
-        tracing::trace!(resource = %lock.resource(), "lock renewed");
-        replan(schedule, lock, sent);
-        return;
+        let valid = timing.record(nodes, sent, item.ttl, outcomes);
+        if quorum.reached(done) && valid {
+            timing.renewals += 1;
+            drop(timing);
+            tracing::trace!(resource = %lock.resource(), "lock renewed");
+            replan(schedule, lock);
+            return;
+        }
     }
     if quorum.impossible(not_ours) {
         lock.mark_lost(if taken {
@@ -385,10 +453,11 @@ fn settle<'a>(
     let failures: Vec<String> = nodes
         .nodes()
         .iter()
-        .zip(replies)
+        .zip(&replies)
         .filter_map(|(node, reply)| match reply {
-            Err(outcome) => Some(format!("{}: {outcome}", node.endpoint())),
-            Ok(_) => None,
+            Some(Err(outcome)) => Some(format!("{}: {outcome}", node.endpoint())),
+            None => Some(format!("{}: {}", node.endpoint(), NodeOutcome::Pending)),
+            Some(Ok(_)) => None,
         })
         .collect();
     tracing::warn!(resource = %lock.resource(), renewed_on = done, ?failures, "renewal failed; retrying");
@@ -420,12 +489,14 @@ mod tests {
             max_hold: None,
             max_renewals: None,
         };
+        let now = Instant::now();
         Arc::new(LockState::new(
             LockKeys::new("test:", resource).unwrap(),
             LockToken::generate().unwrap(),
-            1,
+            crate::Fence::bare(1),
             ttl,
-            Instant::now() + ttl,
+            crate::lease::Leases::granted([true], now, ttl),
+            now + ttl,
             renewal,
         ))
     }
@@ -439,7 +510,7 @@ mod tests {
     fn the_first_job_wakes_the_idle_task() {
         let schedule = schedule();
         schedule.take_due(Instant::now());
-        schedule.plan(&held_lock("a", Duration::from_secs(3)), Instant::now());
+        schedule.plan(&held_lock("a", Duration::from_secs(3)));
         assert!(woken(&schedule));
     }
 
@@ -448,7 +519,7 @@ mod tests {
         let schedule = schedule();
         let ttl = Duration::from_secs(3);
         let first = held_lock("first", ttl);
-        schedule.plan(&first, Instant::now());
+        schedule.plan(&first);
         // The task looks at the schedule and sleeps until the first renewal.
         let (due, _) = schedule.take_due(Instant::now());
         assert!(due.is_empty());
@@ -458,7 +529,7 @@ mod tests {
         schedule.cancel(&first);
         for i in 0..100 {
             let lock = held_lock(&format!("short{i}"), ttl);
-            schedule.plan(&lock, Instant::now());
+            schedule.plan(&lock);
             schedule.cancel(&lock);
         }
         assert!(
@@ -470,10 +541,10 @@ mod tests {
     #[test]
     fn a_job_due_before_the_wake_up_wakes_the_task() {
         let schedule = schedule();
-        schedule.plan(&held_lock("long", Duration::from_secs(30)), Instant::now());
+        schedule.plan(&held_lock("long", Duration::from_secs(30)));
         schedule.take_due(Instant::now());
         let _ = woken(&schedule);
-        schedule.plan(&held_lock("short", Duration::from_millis(300)), Instant::now());
+        schedule.plan(&held_lock("short", Duration::from_millis(300)));
         assert!(woken(&schedule), "the task would sleep past the new renewal");
     }
 }

@@ -243,3 +243,67 @@ async fn abort_worker(client: fencelock::Client, seed: u64, storm: Duration, ttl
     }
     started
 }
+
+/// T30: a failed extend to a shorter ttl (the scenario, scaled
+/// down): A holds a 20 s lease (no renewal) on 3 nodes; A's links to nodes 2
+/// and 3 now take 200 ms each way (node timeout 100 ms). `extend(1 s)` is
+/// confirmed by node 1 only and fails, yet nodes 2 and 3 apply it 200 ms
+/// later. B (direct links) then takes nodes 2 and 3 about a second later.
+/// A must not read itself as the holder past that point: the history
+/// checker finds no overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t30_a_failed_extend_to_a_shorter_ttl_never_leaves_two_holders() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let proxies = proxies_for(&nodes);
+    let a = proxied_client(&proxies).await;
+    let b = builder_for(nodes.iter().map(RedisNode::url))
+        .build()
+        .await
+        .unwrap();
+    let history = History::new();
+    let ttl = ms(20_000);
+    let fixed = LockOptions::new(ttl).auto_renew(false);
+    let lock = acquire_everywhere(&a, &nodes, "t30", fixed).await;
+    let resource = lock.resource().to_owned();
+    let requested = Instant::now();
+    let a_grant = history.record(Grant::new(
+        "A",
+        &resource,
+        requested,
+        Instant::now(),
+        lock.remaining(),
+        ttl,
+        lock.fencing_token(),
+    ));
+    for proxy in &proxies[1..] {
+        proxy.set(Mode::Delay {
+            each_way: ms(200),
+            jitter: Duration::ZERO,
+        });
+    }
+    let err = lock.extend(ms(1000)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    history.revalidated(a_grant, Instant::now(), lock.remaining());
+    eprintln!("t30: after the failed extend A reads {:?} left", lock.remaining());
+    let b_requested = Instant::now();
+    let b_lock = b
+        .acquire(&resource, LockOptions::new(ms(5000)).wait(ms(5000)))
+        .await
+        .expect("B takes nodes 2 and 3 once the shorter ttl ran out there");
+    history.record(Grant::new(
+        "B",
+        &resource,
+        b_requested,
+        Instant::now(),
+        b_lock.remaining(),
+        ms(5000),
+        b_lock.fencing_token(),
+    ));
+    assert!(
+        !lock.is_held(),
+        "A still reads is_held() with {:?} left",
+        lock.remaining()
+    );
+    assert_no_violations(&history.check(&CheckOptions::default()));
+    b_lock.release().await.unwrap();
+}

@@ -453,3 +453,36 @@ async fn t20_sixteen_contenders_all_acquire_and_leave_nothing() {
         );
     }
 }
+
+/// T32: with 2 of 5 nodes paused, a release answers once a majority has
+/// released (it used to wait for the paused nodes' full per-node timeout),
+/// and the requests to the paused nodes still land after they resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t32_a_release_does_not_wait_for_paused_nodes() {
+    let nodes = RedisNode::start_many(5, &NodeOptions::default());
+    // A long per-node timeout, so waiting for a paused node cannot pass unseen.
+    let client = builder_for(nodes.iter().map(RedisNode::url))
+        .node_timeout(ms(1000))
+        .build()
+        .await
+        .unwrap();
+    let lock = acquire_everywhere(&client, &nodes, "t32", LockOptions::new(ms(30_000))).await;
+    let resource = lock.resource().to_owned();
+    nodes[3].pause();
+    nodes[4].pause();
+    let started = Instant::now();
+    lock.release().await.unwrap();
+    let took = started.elapsed();
+    nodes[3].resume();
+    nodes[4].resume();
+    eprintln!("t32: release with 2 of 5 nodes paused took {took:?}");
+    assert!(took < ms(500), "release waited for the paused nodes: {took:?}");
+    let clean = wait_until(ms(2000), || {
+        nodes.iter().all(|n| get(n, &lock_key(&resource)).is_none())
+    })
+    .await;
+    assert!(
+        clean,
+        "the release never reached the paused nodes after they resumed"
+    );
+}

@@ -426,3 +426,34 @@ fn a_node_that_cannot_be_set_up_fails_the_first_poll_of_build() {
         None => panic!("the configuration error was not reported on the first poll"),
     }
 }
+
+/// T28 over TLS: one node behind a link with 30 ms each way, per-request
+/// timeout 100 ms; a reconnect (TCP, TLS handshake, HELLO, script preload)
+/// cannot fit in one request. After every connection is reset the node must
+/// come back in the background and the held lock stay held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t28_tls_node_behind_a_slow_link_comes_back_after_a_disconnect() {
+    let dir = temp_dir("slow-link");
+    let Some(files) = make_certs(&dir, "server", "DNS:localhost,IP:127.0.0.1", "ca") else {
+        println!("SKIPPED: the openssl command is not installed (apt-get install openssl)");
+        return;
+    };
+    let node = RedisNode::start(&tls_options(&files, &[]));
+    let proxy = FaultProxy::start(node.tls_port().unwrap());
+    proxy.set(Mode::Delay {
+        each_way: ms(30),
+        jitter: std::time::Duration::ZERO,
+    });
+    for min_version in [TlsVersion::V1_2, TlsVersion::V1_3] {
+        let client = Client::builder()
+            .node(format!("rediss://localhost:{}", proxy.port()))
+            .tls_ca_pem(std::fs::read(&files.ca).unwrap())
+            .tls_min_version(min_version)
+            .node_timeout(NODE_TIMEOUT)
+            .connect_timeout(ms(3000))
+            .build()
+            .await
+            .unwrap();
+        lock_survives_a_disconnect(&client, &proxy, &format!("t28-tls-{min_version:?}")).await;
+    }
+}

@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
-use fencelock::{Client, ClientBuilder};
-pub use fencelock_harness::{NodeOptions, RedisNode};
+use std::time::Instant;
+
+use fencelock::{Client, ClientBuilder, LockOptions, LockStatus};
+pub use fencelock_harness::{FaultProxy, Mode, NodeOptions, RedisNode};
 
 /// Short per-node timeout: every node is on loopback.
 pub const NODE_TIMEOUT: Duration = Duration::from_millis(100);
@@ -187,4 +189,42 @@ pub async fn exact_counter(nodes: &[RedisNode]) {
     all_tokens.sort_unstable();
     all_tokens.dedup();
     assert_eq!(all_tokens.len(), 2 * TASKS * ROUNDS, "duplicate fencing tokens");
+}
+
+/// How long a lock must survive a disconnect behind a slow link.
+const SLOW_TTL: Duration = Duration::from_millis(1500);
+
+/// Holds a lock, resets every connection through `proxy` (then restores its
+/// 30 ms delay), and checks the lock stays held for 3 ttl and a new acquire
+/// succeeds. Shared with the TLS variant in tls.rs.
+pub async fn lock_survives_a_disconnect(client: &Client, proxy: &FaultProxy, resource: &str) {
+    let lock = client
+        .acquire(resource, LockOptions::new(SLOW_TTL).wait(ms(2000)))
+        .await
+        .unwrap();
+    proxy.set(Mode::Reset);
+    tokio::time::sleep(ms(50)).await;
+    proxy.set(Mode::Delay {
+        each_way: ms(30),
+        jitter: Duration::ZERO,
+    });
+    let until = Instant::now() + SLOW_TTL * 3;
+    while Instant::now() < until {
+        assert_eq!(
+            lock.status(),
+            LockStatus::Held,
+            "the lock was lost after a disconnect: the node never came back"
+        );
+        tokio::time::sleep(ms(50)).await;
+    }
+    assert!(lock.renewals() >= 3, "renewals stopped: {}", lock.renewals());
+    let second = client
+        .acquire(
+            &format!("{resource}:second"),
+            LockOptions::new(SLOW_TTL).wait(ms(2000)),
+        )
+        .await
+        .expect("a new acquire after the reconnect");
+    second.release().await.unwrap();
+    lock.release().await.unwrap();
 }

@@ -9,8 +9,8 @@ pub mod clock;
 mod common;
 
 pub use common::{
-    GENEROUS_NODE_TIMEOUT, NODE_TIMEOUT, acquire_everywhere, get, lock_key, lock_keys_on, ms, pttl,
-    wait_until, wait_until_settled,
+    GENEROUS_NODE_TIMEOUT, NODE_TIMEOUT, acquire_everywhere, get, lock_key, lock_keys_on,
+    lock_survives_a_disconnect, ms, pttl, wait_until, wait_until_settled,
 };
 
 use std::sync::Arc;

@@ -51,6 +51,10 @@ pub struct Grant {
     /// When the holder stopped relying on the lock (called release, or
     /// stopped working); `None` while held or when it never did.
     pub released_at: Option<Instant>,
+    /// The holder's latest reading of its validity after the grant (after
+    /// an extend or a renewal): from the instant, for the duration. It
+    /// replaces the grant's own validity as the end of the holder's lease.
+    pub revalidated: Option<(Instant, Duration)>,
 }
 
 impl Grant {
@@ -73,13 +77,16 @@ impl Grant {
             ttl,
             fencing_token,
             released_at: None,
+            revalidated: None,
         }
     }
 
     /// The last instant at which the holder may act: its release, or the end
-    /// of its reported validity if that comes first.
+    /// of its latest reported validity if that comes first.
     pub fn valid_until(&self) -> Instant {
-        let lease_end = self.acquired_at + self.validity;
+        let lease_end = self
+            .revalidated
+            .map_or(self.acquired_at + self.validity, |(at, validity)| at + validity);
         self.released_at
             .map_or(lease_end, |released| released.min(lease_end))
     }
@@ -198,6 +205,20 @@ impl History {
     /// Marks when the holder of `id` stopped relying on the lock.
     pub fn released(&self, id: GrantId, at: Instant) {
         self.lock()[id.0].released_at = Some(at);
+    }
+
+    /// Records that at `at` the holder of `id` read its validity as
+    /// `validity` (after an extend or renewal): if its lease had not ended
+    /// by then, it now ends at `at + validity`. (A reading after the end
+    /// cannot revive it.)
+    pub fn revalidated(&self, id: GrantId, at: Instant, validity: Duration) {
+        let grant = &mut self.lock()[id.0];
+        let lease_end = grant
+            .revalidated
+            .map_or(grant.acquired_at + grant.validity, |(at, validity)| at + validity);
+        if at < lease_end {
+            grant.revalidated = Some((at, validity));
+        }
     }
 
     /// A copy of every grant so far.
@@ -390,6 +411,20 @@ mod tests {
         let mut other = grant(t0, "c", 450, 900, None, 1);
         other.resource = "elsewhere".into();
         history.record(other);
+        assert!(history.check(&CheckOptions::default()).is_empty());
+    }
+
+    #[test]
+    fn a_revalidated_lease_ends_where_the_holder_last_read_it() {
+        let t0 = Instant::now();
+        let history = History::new();
+        // a's grant ran until 901 ms; at 100 ms an extend made it read 5 s.
+        let a = history.record(grant(t0, "a", 0, 900, None, 1));
+        history.revalidated(a, t0 + ms(100), ms(5000));
+        history.record(grant(t0, "b", 2000, 900, None, 2));
+        assert_eq!(kinds(&history.check(&CheckOptions::default())), ["overlap"]);
+        // Read again as 300 ms at 200 ms: over before b.
+        history.revalidated(a, t0 + ms(200), ms(300));
         assert!(history.check(&CheckOptions::default()).is_empty());
     }
 

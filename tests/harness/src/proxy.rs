@@ -66,6 +66,12 @@ pub enum Mode {
     /// Reset every open connection now, and every new one at once: a
     /// refused, reset or killed connection.
     Reset,
+    /// The connections open when this mode is set go silent for good: what
+    /// either side sends vanishes and they are never reset, not even after
+    /// a later [`Mode::Pass`]. New connections are forwarded. A middlebox
+    /// (NAT, firewall) that forgot the flows: only a client that gives up on
+    /// a stalled connection and opens a new one gets through.
+    StallOpen,
 }
 
 /// What a proxy did so far, for asserting that a fault really happened.
@@ -79,6 +85,8 @@ pub struct ProxyStats {
     pub replies_dropped: u64,
     /// Connections closed by the proxy with a reset.
     pub resets: u64,
+    /// Connections silenced for good by [`Mode::StallOpen`].
+    pub stalled: u64,
 }
 
 /// One proxy: a loopback port that forwards to one upstream node.
@@ -103,6 +111,9 @@ struct Counters {
     requests_dropped: AtomicU64,
     replies_dropped: AtomicU64,
     resets: AtomicU64,
+    stalled: AtomicU64,
+    /// Connections numbered below this go silent ([`Mode::StallOpen`]).
+    stall_below: AtomicU64,
 }
 
 /// The runtime every proxy runs on: one worker thread, started on first use
@@ -167,6 +178,11 @@ impl FaultProxy {
 
     /// Switches the mode; open connections follow at once.
     pub fn set(&self, mode: Mode) {
+        if mode == Mode::StallOpen {
+            // Every connection accepted so far is numbered below the count.
+            let accepted = self.counters.accepted.load(Ordering::SeqCst);
+            self.counters.stall_below.fetch_max(accepted, Ordering::SeqCst);
+        }
         self.control.send_replace(Control::Run(mode));
     }
 
@@ -186,6 +202,7 @@ impl FaultProxy {
             requests_dropped: c.requests_dropped.load(Ordering::Relaxed),
             replies_dropped: c.replies_dropped.load(Ordering::Relaxed),
             resets: c.resets.load(Ordering::Relaxed),
+            stalled: c.stalled.load(Ordering::Relaxed),
         }
     }
 }
@@ -216,8 +233,8 @@ async fn accept_loop(
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((client, _)) = accepted else { continue };
-                counters.accepted.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(serve(client, upstream, control.clone(), counters.clone()));
+                let number = counters.accepted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(serve(client, number, upstream, control.clone(), counters.clone()));
             }
             changed = control.changed() => {
                 if changed.is_err() || *control.borrow() == Control::Stop {
@@ -240,9 +257,29 @@ enum Direction {
 struct Losses {
     requests: AtomicBool,
     replies: AtomicBool,
+    /// Silenced for good by [`Mode::StallOpen`].
+    stalled: AtomicBool,
 }
 
 impl Losses {
+    fn stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
+    }
+
+    /// Silences the connection numbered `number` if a [`Mode::StallOpen`]
+    /// covers it; true if it is (or already was) silenced.
+    fn stall_if_covered(&self, number: u64, counters: &Counters) -> bool {
+        if self.stalled() {
+            return true;
+        }
+        if number < counters.stall_below.load(Ordering::SeqCst) {
+            self.stalled.store(true, Ordering::Relaxed);
+            counters.stalled.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
     fn any(&self) -> bool {
         self.requests.load(Ordering::Relaxed) || self.replies.load(Ordering::Relaxed)
     }
@@ -272,13 +309,16 @@ fn route(direction: Direction, control: Control, losses: &Losses) -> Route {
         Control::Run(mode) => mode,
         Control::Stop => return Route::Close,
     };
+    if losses.stalled() && mode != Mode::Reset {
+        return Route::Discard;
+    }
     match (mode, direction) {
         (Mode::Reset, _) => Route::Close,
         (Mode::Blackhole, _) | (Mode::DropReplies, Direction::Reply) => Route::Discard,
         (Mode::DropReplies, Direction::Request) if losses.requests.load(Ordering::Relaxed) => Route::Close,
         (Mode::DropReplies, Direction::Request) => Route::Forward(Duration::ZERO),
         _ if losses.any() => Route::Close,
-        (Mode::Pass, _) => Route::Forward(Duration::ZERO),
+        (Mode::Pass | Mode::StallOpen, _) => Route::Forward(Duration::ZERO),
         (Mode::Delay { each_way, jitter }, _) => Route::Forward(each_way + random_up_to(jitter)),
     }
 }
@@ -296,7 +336,8 @@ fn random_up_to(limit: Duration) -> Duration {
 fn must_close(control: Control, losses: &Losses) -> bool {
     match control {
         Control::Stop | Control::Run(Mode::Reset) => true,
-        Control::Run(Mode::Pass | Mode::Delay { .. }) => losses.any(),
+        _ if losses.stalled() => false,
+        Control::Run(Mode::Pass | Mode::Delay { .. } | Mode::StallOpen) => losses.any(),
         Control::Run(Mode::Blackhole | Mode::DropReplies) => false,
     }
 }
@@ -304,6 +345,7 @@ fn must_close(control: Control, losses: &Losses) -> bool {
 /// Carries one client connection until either side closes or a fault ends it.
 async fn serve(
     client: TcpStream,
+    number: u64,
     upstream: SocketAddr,
     mut control: watch::Receiver<Control>,
     counters: Arc<Counters>,
@@ -321,9 +363,11 @@ async fn serve(
     };
     let _ = server.set_nodelay(true);
     let losses = Arc::new(Losses::default());
+    losses.stall_if_covered(number, &counters);
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     let requests = pump(
+        number,
         client_read,
         server_write,
         Direction::Request,
@@ -332,6 +376,7 @@ async fn serve(
         counters.clone(),
     );
     let replies = pump(
+        number,
         server_read,
         client_write,
         Direction::Reply,
@@ -341,7 +386,13 @@ async fn serve(
     );
     let watcher = async {
         loop {
-            if control.changed().await.is_err() || must_close(*control.borrow(), &losses) {
+            if control.changed().await.is_err() {
+                return;
+            }
+            // A stall covers every connection open when it was set, even if
+            // the mode changed again before this task looked.
+            losses.stall_if_covered(number, &counters);
+            if must_close(*control.borrow(), &losses) {
                 return;
             }
         }
@@ -359,6 +410,7 @@ async fn serve(
 /// Copies one direction, chunk by chunk, as [`route`] decides. Returns true
 /// when it stopped because of a fault (rather than a close by either side).
 async fn pump(
+    number: u64,
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     direction: Direction,
@@ -378,6 +430,7 @@ async fn pump(
                 Ok(n) => n,
             };
             let instruction = *control.borrow();
+            losses.stall_if_covered(number, &counters);
             match route(direction, instruction, &losses) {
                 Route::Forward(delay) => {
                     last_due = last_due.max(Instant::now() + delay);
@@ -587,6 +640,36 @@ mod tests {
             ask(&mut stream, "PING\r\n")
         });
         assert!(outcome.is_err(), "expected a broken connection, got {outcome:?}");
+    }
+
+    #[test]
+    fn stall_open_silences_open_connections_for_good_and_passes_new_ones() {
+        let node = RedisNode::start(&Default::default());
+        let proxy = FaultProxy::start(node.port());
+        let mut open = connect(&proxy);
+        assert!(ask(&mut open, "PING\r\n").unwrap().is_some());
+        proxy.set(Mode::StallOpen);
+        assert_eq!(
+            ask(&mut open, "SET stalled 1\r\n").unwrap(),
+            None,
+            "a stalled connection answered"
+        );
+        assert_eq!(get(&node, "stalled"), None, "a stalled request reached the node");
+        let mut fresh = connect(&proxy);
+        assert_eq!(
+            ask(&mut fresh, "PING\r\n").unwrap().as_deref(),
+            Some("+PONG\r\n"),
+            "a new connection must pass"
+        );
+        proxy.set(Mode::Pass);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            ask(&mut open, "PING\r\n").unwrap(),
+            None,
+            "a stalled connection must stay silent (no reply, no reset) after the heal"
+        );
+        assert_eq!(proxy.stats().stalled, 1);
+        assert_eq!(proxy.stats().resets, 0);
     }
 
     #[test]
