@@ -232,15 +232,13 @@ impl std::error::Error for Error {}
 /// Classifies a redis-rs error so quorum errors can report the right kind.
 pub(crate) fn classify_redis_error(err: &redis::RedisError) -> NodeFailure {
     use redis::ErrorKind as Rk;
-    let text = err.to_string();
-    if is_permission_error(err, &text) {
+    if let Some(detail) = refusal_detail(err) {
         return NodeFailure {
             kind: ErrorKind::Auth,
-            detail: format!(
-                "permission denied by the node's ACL ({text}); grant the commands listed in docs/protocol.md"
-            ),
+            detail,
         };
     }
+    let text = err.to_string();
     let kind = match err.kind() {
         Rk::AuthenticationFailed => ErrorKind::Auth,
         Rk::InvalidClientConfig => ErrorKind::Config,
@@ -254,11 +252,126 @@ pub(crate) fn classify_redis_error(err: &redis::RedisError) -> NodeFailure {
     NodeFailure { kind, detail }
 }
 
-/// NOPERM replies, and ACL refusals raised inside scripts (plain error replies).
-fn is_permission_error(err: &redis::RedisError, text: &str) -> bool {
-    err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
-        || text.contains("can't run this command")
-        || text.contains("no permissions to access")
+/// A node's refusal of the credentials or of an ACL right: a configuration
+/// problem that no retry fixes, so it must not pass for an unavailable node.
+#[derive(Debug)]
+enum Refusal<'a> {
+    /// The ACL user lacks a right; the node's words about which.
+    Acl(&'a str),
+    /// `WRONGPASS`: wrong user name or password, or a disabled user.
+    Credentials,
+    /// `NOAUTH`: the node wants `AUTH` before anything else.
+    NotAuthenticated,
+    /// `AUTH <password>` sent to a node whose default user has no password.
+    NoPasswordOnNode,
+}
+
+/// What the node refused, from an error reply's code and words; `None` for
+/// any other error. tests/vectors/protocol.json (`server_errors`) holds the
+/// replies of Redis 7.0 to 8.0 and Valkey 7.2 to 9.1 this must recognise.
+fn refusal<'a>(code: &str, words: &'a str) -> Option<Refusal<'a>> {
+    match code {
+        // Every server refuses a command sent outside a script with this code
+        // (src/server.c processCommand), and EXEC after an ACL change
+        // (src/multi.c), whatever the wording after it.
+        "NOPERM" => Some(Refusal::Acl(words)),
+        // AUTH and HELLO … AUTH with a bad password or a disabled user (src/acl.c).
+        "WRONGPASS" => Some(Refusal::Credentials),
+        // requirepass, or a default user that needs a password (src/server.c).
+        "NOAUTH" => Some(Refusal::NotAuthenticated),
+        "ERR" => err_refusal(words),
+        _ => None,
+    }
+}
+
+/// How servers start a refusal of a key, channel or database (src/acl.c
+/// getAclErrorMessage, Redis 7.2 and later, every Valkey).
+const NO_PERMISSIONS: &str = "No permissions to access ";
+
+/// Refusals that come back as plain `ERR`. Inside a script an ACL refusal
+/// becomes a Lua error, and Lua errors all have the code `ERR`, so only the
+/// exact phrase each server puts first can tell: a script's own error and
+/// the Lua runtime's errors start with other words (`user_script:1: …`).
+fn err_refusal(words: &str) -> Option<Refusal<'_>> {
+    // Redis 7.2 and later, every Valkey: src/script.c scriptVerifyACL.
+    if let Some(what) = words.strip_prefix("ACL failure in script: ") {
+        return Some(Refusal::Acl(what));
+    }
+    // Redis 7.0: src/script.c scriptVerifyACL, then "can't run this command
+    // or subcommand", "can't access at least one of the keys…" (src/acl.c).
+    if let Some(what) = words.strip_prefix("The user executing the script ") {
+        return Some(Refusal::Acl(what));
+    }
+    // redis-rs reports a refused SELECT (the database in the node URL) as its
+    // own error with the node's words but not their NOPERM code; the words are
+    // src/acl.c getAclErrorMessage's, which no other reply starts with.
+    if words.starts_with(NO_PERMISSIONS) {
+        return Some(Refusal::Acl(words));
+    }
+    // src/acl.c authCommand: the client has a password, the node has none.
+    if words.starts_with("AUTH <password> called without any password configured") {
+        return Some(Refusal::NoPasswordOnNode);
+    }
+    None
+}
+
+/// The detail of a refusal: the node's reply as it sent it (`CODE words`)
+/// and what to change. `None` when `err` is no refusal.
+fn refusal_detail(err: &redis::RedisError) -> Option<String> {
+    let (code, words) = (err.code()?, err.detail()?);
+    let reply = match code {
+        // redis-rs's refused SELECT: the node's words, without the code it dropped.
+        "ERR" if words.starts_with(NO_PERMISSIONS) => words.to_owned(),
+        _ => format!("{code} {words}"),
+    };
+    Some(match refusal(code, words)? {
+        Refusal::Acl(what) => format!("permission denied by the node's ACL: {reply}; {}", acl_hint(what)),
+        Refusal::Credentials => format!(
+            "the node refused the credentials: {reply}; check the user name and password in the node URL, \
+             and that the ACL user is on"
+        ),
+        Refusal::NotAuthenticated => format!(
+            "the node requires a password: {reply}; put the user name and password in the node URL \
+             (redis://user:password@host:port)"
+        ),
+        Refusal::NoPasswordOnNode => format!(
+            "the node has no password: {reply}; remove the password from the node URL, or add the name \
+             of the ACL user it belongs to"
+        ),
+    })
+}
+
+/// Which right to grant, from the node's words about the refusal: the
+/// command when the node names it (all but Redis 7.0's scripts), else the
+/// kind of thing refused. ACL LOG on the node names what the words do not.
+fn acl_hint(what: &str) -> String {
+    if let Some(command) = quoted_after(what, "to run the '") {
+        return format!(
+            "grant the user +{command} (ACL SETUSER <user> +{command}); docs/protocol.md lists every \
+             command fencelock needs"
+        );
+    }
+    let hint = if what.contains("run this command") {
+        "grant the user the commands fencelock's scripts call (docs/protocol.md, ACL rights); \
+         ACL LOG on the node names the refused one"
+    } else if what.contains("channel") {
+        "grant the user the channel (&pattern); ACL LOG on the node names it"
+    } else if what.contains("key") {
+        "grant the user the lock keys (~<prefix>*, ~fencelock:* by default) and the fenced data keys; \
+         ACL LOG on the node names the refused key"
+    } else if what.contains("database") {
+        "grant the user the database of the node URL (db=<n>), or use one it may access"
+    } else {
+        "grant the rights docs/protocol.md lists; ACL LOG on the node names the refused one"
+    };
+    hint.to_owned()
+}
+
+/// The text between `before` and the next `'`.
+fn quoted_after<'a>(text: &'a str, before: &str) -> Option<&'a str> {
+    let start = text.find(before)? + before.len();
+    let len = text[start..].find('\'')?;
+    Some(&text[start..start + len])
 }
 
 /// The kind for a quorum that failed: `Auth` or `Tls` when every failing node
@@ -320,4 +433,137 @@ fn tls_alert_hint(text: &str) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error reply as redis-rs hands it over, from its wire line (without `-` and CRLF).
+    fn reply_error(line: &str) -> redis::RedisError {
+        match redis::parse_redis_value(format!("-{line}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(err)) => err.into(),
+            other => panic!("{line:?} is not an error reply: {other:?}"),
+        }
+    }
+
+    fn kind_named(name: &str) -> ErrorKind {
+        match name {
+            "auth" => ErrorKind::Auth,
+            "unavailable" => ErrorKind::Unavailable,
+            other => panic!("no kind {other} in the vectors' server_errors"),
+        }
+    }
+
+    /// Every reply of tests/vectors/protocol.json's `server_errors` (Redis 7.0
+    /// to 8.0, Valkey 7.2 to 9.1) is classified as the vectors say, and a
+    /// refusal keeps the node's own words.
+    #[test]
+    fn server_error_vectors_are_classified_as_documented() {
+        let vectors: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/vectors/protocol.json")).expect("valid JSON");
+        let mut wrong = Vec::new();
+        let entries = vectors["server_errors"]["replies"]
+            .as_array()
+            .expect("server_errors.replies");
+        for entry in entries {
+            let text = |field: &str| entry[field].as_str().expect("a string");
+            let (reply, expected) = (text("reply"), kind_named(text("kind")));
+            let failure = classify_redis_error(&reply_error(reply));
+            if failure.kind != expected {
+                wrong.push(format!(
+                    "{} {}: {:?}, not {:?}: {reply}",
+                    text("server"),
+                    text("case"),
+                    failure.kind,
+                    expected
+                ));
+            } else if expected == ErrorKind::Auth && !failure.detail.contains(reply) {
+                wrong.push(format!(
+                    "{} {}: the node's words are lost: {}",
+                    text("server"),
+                    text("case"),
+                    failure.detail
+                ));
+            }
+        }
+        assert!(entries.len() >= 100, "read every vector ({})", entries.len());
+        assert!(
+            wrong.is_empty(),
+            "{} of {} misclassified:\n{}",
+            wrong.len(),
+            entries.len(),
+            wrong.join("\n")
+        );
+    }
+
+    fn detail_of(line: &str) -> String {
+        let failure = classify_redis_error(&reply_error(line));
+        assert_eq!(failure.kind, ErrorKind::Auth, "{line}");
+        failure.detail
+    }
+
+    /// The detail says what to grant: the command when the node names it, the
+    /// lock keys for a key, and where to look when the node does not say.
+    #[test]
+    fn refusals_say_what_to_grant() {
+        let named =
+            detail_of("ERR ACL failure in script: User locker has no permissions to run the 'del' command");
+        assert!(named.contains("ACL SETUSER <user> +del"), "{named}");
+        let sub = detail_of("NOPERM this user has no permissions to run the 'client|setname' command");
+        assert!(sub.contains("+client|setname"), "{sub}");
+        let unnamed = detail_of("ERR The user executing the script can't run this command or subcommand");
+        assert!(unnamed.contains("ACL LOG"), "{unnamed}");
+        for key in [
+            "NOPERM No permissions to access a key",
+            "ERR ACL failure in script: No permissions to access a key",
+        ] {
+            assert!(detail_of(key).contains("~fencelock:*"), "{key}");
+        }
+        assert!(
+            detail_of("WRONGPASS invalid username-password pair or user is disabled.")
+                .contains("password in the node URL")
+        );
+        assert!(detail_of("NOAUTH Authentication required.").contains("redis://user:password@"));
+    }
+
+    /// redis-rs turns a refused SELECT (the database of the node URL) into its
+    /// own error that keeps the node's words but drops their NOPERM code.
+    #[test]
+    fn a_database_refused_at_connection_is_auth() {
+        let err = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "Redis server refused to switch database",
+            "No permissions to access database".to_owned(),
+        ));
+        let failure = classify_redis_error(&err);
+        assert_eq!(failure.kind, ErrorKind::Auth);
+        assert!(
+            failure
+                .detail
+                .contains(": No permissions to access database; grant the user the database")
+        );
+    }
+
+    /// The phrases count only where the servers put them: first. A script's
+    /// own error (`error('…')`) that quotes one is the script's business.
+    #[test]
+    fn phrases_elsewhere_in_an_error_are_no_refusal() {
+        for line in [
+            "ERR user_script:1: ACL failure in script: quoted script: abc, on @user_script:1.",
+            "ERR user_script:1: The user executing the script is made up script: abc, on @user_script:1.",
+            "WRONGTYPE No permissions to access a key, says nobody",
+        ] {
+            assert_eq!(
+                classify_redis_error(&reply_error(line)).kind,
+                ErrorKind::Unavailable,
+                "{line}"
+            );
+        }
+        let refused = redis::RedisError::from((
+            redis::ErrorKind::AuthenticationFailed,
+            "Password authentication failed",
+        ));
+        assert_eq!(classify_redis_error(&refused).kind, ErrorKind::Auth);
+    }
 }

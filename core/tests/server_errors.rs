@@ -1,6 +1,6 @@
 //! The refusals of real servers against the `server_errors` section of
 //! tests/vectors/protocol.json, so the vectors cannot drift from what a node
-//! really says.
+//! really says, and the classifier's answer to them end to end.
 //!
 //! The Redis we have (the harness's `redis-server`) is always recorded. Other
 //! servers are recorded when their binaries are here: `valkey-server` on PATH,
@@ -16,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use fencelock::{Client, Error, ErrorKind, LockOptions};
 use serde_json::Value;
 
 /// The ACL user every refusal is produced with (its name is in the replies of 7.2 and later).
@@ -313,8 +314,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-#[test]
-fn other_servers_reply_as_the_vectors_say() {
+#[tokio::test]
+async fn other_servers_reply_as_the_vectors_say_and_refusals_are_auth() {
     let binaries = other_server_binaries();
     if binaries.is_empty() {
         println!(
@@ -331,5 +332,112 @@ fn other_servers_reply_as_the_vectors_say() {
         let server = OtherServer::start(&binary);
         let recorded = record(server.port);
         assert_recorded_equal_vectors(&version, &format!("{version} ({})", binary.display()), &recorded);
+        a_missing_right_inside_a_script_is_auth_at_once(&format!("redis://127.0.0.1:{}", server.port)).await;
     }
+}
+
+/// An ACL user that may not SET: ACQUIRE's first call inside the script is
+/// refused, and the acquire must end at once with `Auth`, not be retried for
+/// the whole wait as if the node were down.
+async fn a_missing_right_inside_a_script_is_auth_at_once(url: &str) {
+    let mut admin = connect(url_port(url), None);
+    let mut setuser = vec!["ACL", "SETUSER", "no-set", "on", ">s3cret-pw"];
+    setuser.extend_from_slice(RIGHTS);
+    setuser.push("-set");
+    must(&mut admin, &setuser);
+    let client = Client::builder()
+        .node(url)
+        .username("no-set")
+        .password(PASSWORD)
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let err = timed_acquire(&client).await;
+    assert_eq!(err.kind(), ErrorKind::Auth, "{url}: {err}");
+    let text = err.to_string();
+    assert!(text.contains("permission denied"), "{text}");
+    assert!(
+        text.contains(url.trim_start_matches("redis://")),
+        "names the node: {text}"
+    );
+    // Redis 7.0 does not name the refused command inside a script; the others do.
+    assert!(
+        text.contains("+set") || text.contains("ACL LOG"),
+        "says what to grant: {text}"
+    );
+}
+
+fn url_port(url: &str) -> u16 {
+    url.rsplit(':')
+        .next()
+        .and_then(|port| port.parse().ok())
+        .expect("a port")
+}
+
+/// Acquires with a 5 s wait and expects a failure well before it: a
+/// configuration error is not retried.
+async fn timed_acquire(client: &Client) -> Error {
+    let started = Instant::now();
+    let err = client
+        .acquire("acl", LockOptions::new(ms(5000)).wait(ms(5000)))
+        .await
+        .expect_err("refused");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?} (retried until the wait ran out?): {err}",
+        started.elapsed()
+    );
+    err
+}
+
+#[tokio::test]
+async fn redis_7_0_missing_right_inside_a_script_is_auth_at_once() {
+    let node = RedisNode::start(&NodeOptions::default());
+    a_missing_right_inside_a_script_is_auth_at_once(&node.url()).await;
+}
+
+/// A key pattern that does not cover the lock keys: EVALSHA itself is refused.
+#[tokio::test]
+async fn redis_7_0_lock_keys_outside_the_users_patterns_are_auth_at_once() {
+    let node = RedisNode::start(&NodeOptions::default());
+    let mut setuser = vec!["ACL", "SETUSER", "other-keys", "on", ">s3cret-pw", "~other:*"];
+    setuser.extend_from_slice(&RIGHTS[1..]);
+    node.command(&setuser);
+    let client = builder(std::slice::from_ref(&node))
+        .username("other-keys")
+        .password(PASSWORD)
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .build()
+        .await
+        .unwrap();
+    let err = timed_acquire(&client).await;
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(
+        err.to_string().contains("~fencelock:*"),
+        "says which keys to grant: {err}"
+    );
+}
+
+/// A node that requires a password, and a client that gives none: every
+/// request gets NOAUTH, which is a configuration error, not an outage.
+#[tokio::test]
+async fn redis_7_0_no_credentials_for_a_password_node_is_auth_at_once() {
+    let node = RedisNode::start(&NodeOptions::default());
+    let mut admin = node.connection();
+    must(&mut admin, &["CONFIG", "SET", "requirepass", PASSWORD]);
+    let client = builder(std::slice::from_ref(&node))
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .build()
+        .await;
+    let err = match client {
+        Ok(client) => timed_acquire(&client).await,
+        Err(err) => err,
+    };
+    must(&mut admin, &["CONFIG", "SET", "requirepass", ""]);
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(
+        err.to_string().contains("NOAUTH"),
+        "keeps the node's words: {err}"
+    );
 }
