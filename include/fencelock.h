@@ -739,6 +739,8 @@ void fencelock_lock_free(struct fencelock_lock *lock);
  *
  * * `operation_out`: NULL, or receives a handle for
  *   [`fencelock_operation_cancel`]; free it with `fencelock_operation_free`.
+ *   It is written before the operation starts, so the callback always finds
+ *   it there, and may free the memory that holds it.
  * * `user_data`: passed back untouched; must stay valid, and usable from
  *   another thread, until the callback ran.
  *

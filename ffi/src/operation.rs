@@ -83,21 +83,9 @@ unsafe fn start<T: Send + 'static>(
 ) -> FfiResult {
     let runtime = fencelock_core::runtime_handle()?;
     let (cancel, cancelled) = oneshot::channel::<()>();
-    runtime.spawn(async move {
-        // A freed handle (sender dropped) is not a cancel.
-        let cancelled = async {
-            if cancelled.await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
-        let result = tokio::select! {
-            () = cancelled => Err(Failure::new(fencelock_status::FENCELOCK_STATUS_CANCELLED, "the operation was cancelled")),
-            result = AssertUnwindSafe(work).catch_unwind() => result.unwrap_or_else(|_| {
-                Err(Failure::new(fencelock_status::FENCELOCK_STATUS_INTERNAL, "internal error in fencelock (a bug, please report it)"))
-            }),
-        };
-        finish(result);
-    });
+    // The handle is written before the work exists: once spawned, the
+    // callback may run before `spawn` returns and free the caller's memory
+    // that `operation_out` points into.
     if !operation_out.is_null() {
         let operation = fencelock_operation {
             cancel: Mutex::new(Some(cancel)),
@@ -105,7 +93,31 @@ unsafe fn start<T: Send + 'static>(
         // SAFETY: non-NULL and writable per the contract.
         unsafe { args::give(operation_out, operation) };
     }
+    runtime.spawn(async move {
+        let result = run_cancellable(work, cancelled).await;
+        finish(result);
+    });
     Ok(())
+}
+
+/// Runs `work` until it ends or `cancelled` fires; a panic in `work` becomes
+/// `INTERNAL`.
+async fn run_cancellable<T>(
+    work: impl Future<Output = FfiResult<T>>,
+    cancelled: oneshot::Receiver<()>,
+) -> FfiResult<T> {
+    // A freed handle (sender dropped) is not a cancel.
+    let cancelled = async {
+        if cancelled.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = cancelled => Err(Failure::new(fencelock_status::FENCELOCK_STATUS_CANCELLED, "the operation was cancelled")),
+        result = AssertUnwindSafe(work).catch_unwind() => result.unwrap_or_else(|_| {
+            Err(Failure::new(fencelock_status::FENCELOCK_STATUS_INTERNAL, "internal error in fencelock (a bug, please report it)"))
+        }),
+    }
 }
 
 /// Splits a result into the callback's status and error object.
@@ -126,6 +138,8 @@ fn into_status(result: FfiResult) -> (fencelock_status, *mut fencelock_error) {
 ///
 /// * `operation_out`: NULL, or receives a handle for
 ///   [`fencelock_operation_cancel`]; free it with `fencelock_operation_free`.
+///   It is written before the operation starts, so the callback always finds
+///   it there, and may free the memory that holds it.
 /// * `user_data`: passed back untouched; must stay valid, and usable from
 ///   another thread, until the callback ran.
 ///

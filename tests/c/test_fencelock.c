@@ -6,12 +6,16 @@
  *   test_fencelock hold URL RESOURCE MS
  *                               helper process: take the lock, print its
  *                               token, hold it MS milliseconds, release
+ *   test_fencelock race-operation-out URL
+ *                               helper process: start operations whose
+ *                               callback frees the struct holding their handle
  */
 #define _GNU_SOURCE
 #include <fencelock.h>
 
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -541,6 +545,72 @@ static void test_release_after_client_free(void) {
   fencelock_lock_free(lock);
 }
 
+/* ---- *operation_out is written before the operation can end (#15 item 10) */
+
+/* A caller's request: the callback frees it, handle and all. */
+typedef struct operation_request {
+  char front[64]; /* past the allocator's bookkeeping at the front of a freed block */
+  fencelock_operation *operation;
+  atomic_int *finished;
+  atomic_int *handle_missing;
+} operation_request;
+
+static void on_done_free_request(void *user_data, fencelock_status status, fencelock_error *error) {
+  (void)status;
+  fencelock_error_free(error);
+  operation_request *request = user_data;
+  if (request->operation == NULL) atomic_fetch_add(request->handle_missing, 1);
+  fencelock_operation_free(request->operation);
+  atomic_int *finished = request->finished;
+  free(request);
+  atomic_fetch_add(finished, 1);
+}
+
+/*
+ * Helper process: pinned to one CPU before libfencelock starts its threads,
+ * so waking them often switches to them at once, in the middle of the
+ * *_async call that woke them. Each extend of a released lock ends without
+ * I/O, and its callback frees the request holding `operation_out`.
+ * Exit 0 when every callback found its handle already written.
+ */
+static int race_operation_out(const char *url) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) return 2;
+  const char *urls[] = {url};
+  fencelock_client *client = NULL;
+  fencelock_lock *lock = NULL;
+  if (fencelock_client_new(urls, 1, NULL, &client, NULL) != FENCELOCK_STATUS_OK) return 2;
+  if (fencelock_acquire(client, unique("operation-out"), 1000, 0, &lock, NULL) != FENCELOCK_STATUS_OK) return 2;
+  if (fencelock_lock_release(lock, NULL) != FENCELOCK_STATUS_OK) return 2;
+  static atomic_int finished, handle_missing;
+  for (int i = 0; i < 2000; i++) {
+    operation_request *request = calloc(1, sizeof *request);
+    if (request == NULL) return 2;
+    request->finished = &finished;
+    request->handle_missing = &handle_missing;
+    if (fencelock_lock_extend_async(lock, 1000, on_done_free_request, request, &request->operation, NULL) !=
+        FENCELOCK_STATUS_OK)
+      return 2;
+    while (atomic_load(&finished) <= i) sched_yield();
+  }
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+  if (atomic_load(&handle_missing) > 0) {
+    fprintf(stderr, "    %d of 2000 callbacks ran before their operation handle was written\n",
+            atomic_load(&handle_missing));
+    return 1;
+  }
+  return 0;
+}
+
+static void test_callback_may_free_the_request_holding_its_operation(void) {
+  char command[1024];
+  snprintf(command, sizeof command, "'%s' race-operation-out '%s'", self_path, single.urls[0]);
+  CHECK(system(command) == 0);
+}
+
 static void test_redlock_quorum(void) {
   fencelock_client *client = connect_to(&trio);
   CHECK(client != NULL);
@@ -860,6 +930,7 @@ typedef struct test_case {
 
 int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "hold") == 0) return hold(argv[2], argv[3], atol(argv[4]));
+  if (argc == 3 && strcmp(argv[1], "race-operation-out") == 0) return race_operation_out(argv[2]);
   self_path = realpath(argv[0], NULL);
   const test_case tests[] = {
       TEST(test_version_matches_header),
@@ -877,6 +948,7 @@ int main(int argc, char **argv) {
       TEST(test_free_while_renewing_lets_key_expire),
       TEST(test_release_after_client_free),
       TEST(test_no_event_callback_after_client_free),
+      TEST(test_callback_may_free_the_request_holding_its_operation),
       TEST(test_bad_client_arguments),
       TEST(test_tls_min_version_option),
       TEST(test_bad_lock_arguments),
