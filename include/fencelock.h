@@ -27,13 +27,19 @@
  * - Release (network) is separate from free (memory): free a lock after
  *   releasing it; freeing a held lock stops its renewal and lets the key expire.
  * - Blocking: functions without _async may block for network round trips; each
- *   says for how long. Called from a fencelock callback (a fencelock runtime
- *   thread) they return FENCELOCK_STATUS_WOULD_BLOCK instead of deadlocking.
- * - Callbacks run on fencelock's runtime thread (one per process), never on
- *   yours; a callback for an operation is called exactly once. While a callback
- *   runs, no other fencelock I/O of the process moves (renewals included): return
- *   quickly and hand long work to a thread of yours. Lost-lock events can instead
- *   be pulled on your own thread with fencelock_client_next_event.
+ *   says for how long. Called on a thread of an async runtime (a tokio worker)
+ *   they return FENCELOCK_STATUS_WOULD_BLOCK instead of stalling it. Callbacks
+ *   may call them (below).
+ * - Callbacks (lost-lock events, *_async completions) run on fencelock's
+ *   callback thread: one per process, never yours, and never the thread that
+ *   does fencelock's I/O, so a slow callback delays only the callbacks after
+ *   it, never renewals or other I/O. They run one at a time, in the order
+ *   their causes happened; a callback for an operation is called exactly once.
+ *   A callback may call any fencelock function, blocking ones included: they
+ *   cannot deadlock, since fencelock's I/O never waits for the callback
+ *   thread. While a callback runs (or blocks), every later callback of the
+ *   process waits: hand long work to a thread of yours. Lost-lock events can
+ *   instead be pulled on your own thread with fencelock_client_next_event.
  * - Threads: clients and locks may be used from any thread, concurrently,
  *   except that an object must not be freed while another thread uses it.
  * - fork(): objects made before fork() return FENCELOCK_STATUS_CLOSED in the
@@ -125,7 +131,8 @@ enum fencelock_status
    */
   FENCELOCK_STATUS_CLOSED = 11,
   /**
-   * A blocking call was made on a fencelock runtime thread (from a callback).
+   * A blocking call was made on a thread of an async runtime (a tokio worker),
+   * which it would stall. Never returned to fencelock callbacks.
    */
   FENCELOCK_STATUS_WOULD_BLOCK = 12,
   /**
@@ -360,22 +367,28 @@ typedef struct fencelock_event {
 } fencelock_event;
 
 /**
- * Receives events on a fencelock runtime thread. `event` and its strings
- * are valid only during the call. Keep it short and do not call blocking
- * fencelock functions from it (they return `FENCELOCK_STATUS_WOULD_BLOCK`).
+ * Receives a client's events on fencelock's callback thread, one call at a
+ * time, in the order the losses were seen. `event` and its strings are
+ * valid only during the call.
+ *
+ * It may call any fencelock function, blocking ones included; while it
+ * runs, the process's later callbacks wait (never its I/O or renewals).
  */
 typedef void (*fencelock_event_callback)(void *user_data, const struct fencelock_event *event);
 
 /**
  * Called once when an acquire started by [`fencelock_acquire_async`] ends,
- * on a fencelock runtime thread.
+ * on fencelock's callback thread.
  *
  * On `FENCELOCK_STATUS_OK`, `lock` is the new lock and `error` is NULL;
  * otherwise `lock` is NULL and `error` holds the detail. Both become the
  * callback's to free (`fencelock_lock_free`, `fencelock_error_free`), now or
- * later from any thread. Do not call blocking fencelock functions from the
- * callback (they return `FENCELOCK_STATUS_WOULD_BLOCK`); use the `_async`
- * variants or hand the work to your own thread.
+ * later from any thread. The lock is held, and renewed, from before the
+ * call: a slow callback does not lose it.
+ *
+ * The callback may call any fencelock function, blocking ones included;
+ * while it runs, the process's later callbacks wait (never its I/O or
+ * renewals), so hand long work to your own thread.
  */
 typedef void (*fencelock_acquire_callback)(void *user_data,
                                            fencelock_status status,
@@ -383,9 +396,9 @@ typedef void (*fencelock_acquire_callback)(void *user_data,
                                            struct fencelock_error *error);
 
 /**
- * Called once when an operation without a result (a release) ends, on a
- * fencelock runtime thread. `error` is NULL on success, else the callback's
- * to free. Same rules as [`fencelock_acquire_callback`].
+ * Called once when an operation without a result (a release, an extend)
+ * ends, on fencelock's callback thread. `error` is NULL on success, else the
+ * callback's to free. Same rules as [`fencelock_acquire_callback`].
  */
 typedef void (*fencelock_done_callback)(void *user_data,
                                         fencelock_status status,
@@ -411,9 +424,9 @@ extern "C" {
  * option), `_AUTH` or `_TLS` when a node refuses us. A node that is merely
  * down does not fail the call: locks need only a majority.
  *
- * Blocks while connecting (up to the connect timeout, default 1 s).
- * Returns `FENCELOCK_STATUS_WOULD_BLOCK` when called from a fencelock
- * callback. Thread-safe.
+ * Blocks while connecting (up to the connect timeout, default 1 s); may be
+ * called from a fencelock callback. Returns `FENCELOCK_STATUS_WOULD_BLOCK`
+ * on a thread of an async runtime. Thread-safe.
  *
  * # Safety
  * `urls` is NULL or valid for `n_urls` pointers, each NULL or NUL-terminated;
@@ -432,7 +445,7 @@ fencelock_status fencelock_client_new(const char *const *urls,
  * stay valid: each must still be released or freed, and keeps being renewed
  * until then. Operations in flight finish and call their callbacks. The
  * event callback is never called after this returns, except for a call
- * already in progress on a runtime thread.
+ * already in progress on the callback thread.
  *
  * # Safety
  * `client` is NULL or from `fencelock_client_new`, not freed before, and not
@@ -501,13 +514,15 @@ fencelock_status fencelock_error_node(const struct fencelock_error *error,
 void fencelock_error_free(struct fencelock_error *error);
 
 /**
- * Sends this client's events to `callback` (on a fencelock runtime thread)
- * instead of the queue; NULL goes back to queueing. Events already queued
- * stay in the queue.
+ * Sends this client's events to `callback` (on fencelock's callback thread)
+ * instead of the queue; NULL goes back to queueing. Events queued before
+ * are delivered to the new callback first, in order; with NULL, events not
+ * delivered yet stay queued for [`fencelock_client_next_event`].
  *
  * `user_data` is passed back untouched and must stay valid, and usable from
  * another thread, until the callback is replaced and any call in flight has
- * returned. Never blocks; thread-safe.
+ * returned. Fails with `FENCELOCK_STATUS_CLOSED` if the callback thread
+ * cannot be started. Thread-safe.
  *
  * # Safety
  * `client` is NULL or live; `callback` is NULL or a function with this signature.
@@ -523,10 +538,12 @@ fencelock_status fencelock_client_set_event_callback(const struct fencelock_clie
  * string: release it with [`fencelock_event_clear`]. Returns
  * `FENCELOCK_STATUS_TIMEOUT` (and leaves `*event` alone) when no event came
  * in time, and `FENCELOCK_STATUS_WOULD_BLOCK` when called with a non-zero
- * timeout from a fencelock runtime thread (a callback).
+ * timeout on a thread of an async runtime. While an event callback is set,
+ * events are the callback's: this finds none.
  *
- * Blocks the calling thread up to `timeout_ms`. Thread-safe: each event
- * goes to exactly one caller.
+ * Blocks the calling thread up to `timeout_ms` (from a fencelock callback
+ * too, holding up later callbacks). Thread-safe: each event goes to exactly
+ * one caller.
  *
  * # Safety
  * `client` is NULL or live; `event` is NULL or writable.
@@ -606,11 +623,12 @@ void fencelock_string_free(char *string);
  * `NOT_ACQUIRED` (held elsewhere and `wait_ms` is 0); `UNAVAILABLE` (no
  * majority of nodes answered); `INVALID_ARGUMENT` (empty or oversized
  * resource, `ttl_ms` 0 or above `INT32_MAX`); `INVALID_UTF8`; `NULL_ARGUMENT`;
- * `CLOSED` (client freed or used after `fork()`); `WOULD_BLOCK` (called from
- * a fencelock callback: use `fencelock_acquire_async` there).
+ * `CLOSED` (client freed or used after `fork()`); `WOULD_BLOCK` (called on a
+ * thread of an async runtime: use `fencelock_acquire_async` there).
  *
  * Blocks up to about `wait_ms` plus one attempt (bounded by the per-node
- * timeout). Thread-safe.
+ * timeout). From a fencelock callback it works, and holds up the callbacks
+ * after it for that long: prefer `fencelock_acquire_async` there. Thread-safe.
  *
  * # Safety
  * `client` is NULL or live; `resource` is NULL or NUL-terminated; `out` and
@@ -689,7 +707,7 @@ fencelock_status fencelock_lock_remaining_ms(const struct fencelock_lock *lock, 
  *
  * Statuses: `OK`; `LOST` (the key is gone or owned by another: stop);
  * `NOT_HELD` (released before); `UNAVAILABLE`; `INVALID_ARGUMENT` (ttl);
- * `WOULD_BLOCK` (from a callback).
+ * `WOULD_BLOCK` (on a thread of an async runtime).
  *
  * Blocks for one round trip to the nodes (bounded by the per-node timeout).
  * Thread-safe.
@@ -708,7 +726,8 @@ fencelock_status fencelock_lock_extend(const struct fencelock_lock *lock,
  * Statuses: `OK` (it was ours and is deleted); `NOT_HELD` (it had expired,
  * been taken over, been lost, or was released before: calling twice is
  * safe); `UNAVAILABLE` (too few nodes answered; the rest expire at the ttl);
- * `WOULD_BLOCK` (from a callback: use `fencelock_lock_release_async`).
+ * `WOULD_BLOCK` (on a thread of an async runtime: use
+ * `fencelock_lock_release_async`).
  * Works after the client was freed.
  *
  * Blocks for one round trip to the nodes (bounded by the per-node timeout).
@@ -734,7 +753,7 @@ void fencelock_lock_free(struct fencelock_lock *lock);
 /**
  * Starts taking the lock on `resource` (as [`crate::fencelock_acquire`],
  * `wait_ms` 0 for one attempt) and returns at once; `callback` gets the
- * outcome exactly once, on a fencelock runtime thread, possibly before this
+ * outcome exactly once, on fencelock's callback thread, possibly before this
  * function returns.
  *
  * * `operation_out`: NULL, or receives a handle for
@@ -746,8 +765,9 @@ void fencelock_lock_free(struct fencelock_lock *lock);
  *
  * Returns `OK` when started; any other status (`INVALID_ARGUMENT` for an
  * empty or oversized resource or a ttl/wait out of range, as
- * `fencelock_acquire`) means the callback will never be called (and
- * `error`, if not NULL, says why). Never blocks.
+ * `fencelock_acquire`; `CLOSED` if the callback thread cannot be started)
+ * means the callback will never be called (and `error`, if not NULL, says
+ * why). Never blocks.
  * Thread-safe.
  *
  * # Safety
@@ -766,7 +786,7 @@ fencelock_status fencelock_acquire_async(const struct fencelock_client *client,
 
 /**
  * Starts releasing `lock` (as [`crate::fencelock_lock_release`]) and returns
- * at once; `callback` gets the outcome exactly once on a fencelock runtime
+ * at once; `callback` gets the outcome exactly once on fencelock's callback
  * thread. The lock may be freed right after this call returns: the
  * operation keeps what it needs. Other arguments as
  * [`fencelock_acquire_async`]. Never blocks. Thread-safe.
@@ -784,7 +804,7 @@ fencelock_status fencelock_lock_release_async(const struct fencelock_lock *lock,
 /**
  * Starts extending `lock` to `ttl_ms` from now (as
  * [`crate::fencelock_lock_extend`]) and returns at once; `callback` gets the
- * outcome exactly once on a fencelock runtime thread. The lock may be freed
+ * outcome exactly once on fencelock's callback thread. The lock may be freed
  * while the extension is in flight. Other arguments as
  * [`fencelock_acquire_async`]. Never blocks. Thread-safe.
  *
@@ -799,10 +819,11 @@ fencelock_status fencelock_lock_extend_async(const struct fencelock_lock *lock,
                                              struct fencelock_error **error);
 
 /**
- * Asks the operation to stop. If its callback has not started yet, it is
- * called with `FENCELOCK_STATUS_CANCELLED` (an acquire cancelled this way
- * undoes any partial grant); otherwise this does nothing. Never blocks;
- * thread-safe; calling twice is harmless.
+ * Asks the operation to stop. If it has not finished, it stops and its
+ * callback is called with `FENCELOCK_STATUS_CANCELLED` (an acquire
+ * cancelled this way undoes any partial grant); if it has finished, its
+ * callback gets the outcome (maybe still queued behind other callbacks) and
+ * this does nothing. Never blocks; thread-safe; calling twice is harmless.
  *
  * # Safety
  * `operation` is NULL or live.

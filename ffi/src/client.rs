@@ -37,9 +37,9 @@ pub struct fencelock_client {
 /// option), `_AUTH` or `_TLS` when a node refuses us. A node that is merely
 /// down does not fail the call: locks need only a majority.
 ///
-/// Blocks while connecting (up to the connect timeout, default 1 s).
-/// Returns `FENCELOCK_STATUS_WOULD_BLOCK` when called from a fencelock
-/// callback. Thread-safe.
+/// Blocks while connecting (up to the connect timeout, default 1 s); may be
+/// called from a fencelock callback. Returns `FENCELOCK_STATUS_WOULD_BLOCK`
+/// on a thread of an async runtime. Thread-safe.
 ///
 /// # Safety
 /// `urls` is NULL or valid for `n_urls` pointers, each NULL or NUL-terminated;
@@ -95,7 +95,7 @@ unsafe fn node_urls(urls: *const *const c_char, n_urls: usize) -> FfiResult<Vec<
 /// stay valid: each must still be released or freed, and keeps being renewed
 /// until then. Operations in flight finish and call their callbacks. The
 /// event callback is never called after this returns, except for a call
-/// already in progress on a runtime thread.
+/// already in progress on the callback thread.
 ///
 /// # Safety
 /// `client` is NULL or from `fencelock_client_new`, not freed before, and not

@@ -1,6 +1,6 @@
-//! Lost-lock events: delivered to a callback, or queued for
-//! `fencelock_client_next_event` so C code never runs on a fencelock thread
-//! unless it asks to.
+//! Lost-lock events: delivered to a callback on the callback thread (see
+//! `dispatch.rs`), or queued for `fencelock_client_next_event` so C code
+//! never runs on a fencelock thread unless it asks to.
 
 use std::collections::VecDeque;
 use std::ffi::{CString, c_char, c_void};
@@ -13,6 +13,7 @@ use tokio::task::AbortHandle;
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary_status};
 use crate::client::fencelock_client;
+use crate::dispatch::Dispatcher;
 use crate::error::c_string;
 use crate::operation::UserData;
 use crate::status::fencelock_status;
@@ -78,9 +79,12 @@ pub struct fencelock_event {
     pub resource: *mut c_char,
 }
 
-/// Receives events on a fencelock runtime thread. `event` and its strings
-/// are valid only during the call. Keep it short and do not call blocking
-/// fencelock functions from it (they return `FENCELOCK_STATUS_WOULD_BLOCK`).
+/// Receives a client's events on fencelock's callback thread, one call at a
+/// time, in the order the losses were seen. `event` and its strings are
+/// valid only during the call.
+///
+/// It may call any fencelock function, blocking ones included; while it
+/// runs, the process's later callbacks wait (never its I/O or renewals).
 pub type fencelock_event_callback =
     Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const fencelock_event)>;
 
@@ -91,13 +95,37 @@ struct LostEvent {
     reason: fencelock_loss_reason,
 }
 
-#[derive(Clone, Copy)]
+impl LostEvent {
+    /// The event as C sees it, borrowing `resource` from `self`.
+    fn borrowed(&self) -> fencelock_event {
+        fencelock_event {
+            kind: fencelock_event_kind::FENCELOCK_EVENT_LOCK_LOST,
+            reason: self.reason,
+            fencing_token: self.fencing_token,
+            resource: self.resource.as_ptr().cast_mut(),
+        }
+    }
+}
+
+/// A registered event callback, and the thread that calls it.
+#[derive(Clone)]
 struct Subscriber {
     callback: unsafe extern "C" fn(*mut c_void, *const fencelock_event),
     user_data: UserData,
+    callbacks: Arc<Dispatcher>,
 }
 
-/// Where a client's events go.
+impl Subscriber {
+    fn call(&self, event: &LostEvent) {
+        let c_event = event.borrowed();
+        // SAFETY: a callback the caller registered, with an event valid for the call.
+        unsafe { (self.callback)(self.user_data.get(), &c_event) };
+    }
+}
+
+/// Where a client's events go: one queue, in the order the losses were
+/// seen, emptied by the event callback when one is set and by
+/// `fencelock_client_next_event` otherwise.
 #[derive(Default)]
 pub(crate) struct EventHub {
     state: Mutex<HubState>,
@@ -108,6 +136,8 @@ pub(crate) struct EventHub {
 struct HubState {
     queue: VecDeque<LostEvent>,
     subscriber: Option<Subscriber>,
+    /// A delivery is queued on the callback thread (at most one at a time).
+    delivery_queued: bool,
 }
 
 impl EventHub {
@@ -117,44 +147,84 @@ impl EventHub {
     }
 
     /// Stops calling the client's callback (its `user_data` may die with the client).
-    pub(crate) fn unsubscribe(&self) {
-        self.state().subscriber = None;
+    pub(crate) fn unsubscribe(self: &Arc<Self>) {
+        self.subscribe(None);
     }
 
-    fn publish(&self, event: LostEvent) {
-        let subscriber = {
+    /// Replaces the callback; events already queued go to the new one (or
+    /// stay for `fencelock_client_next_event` when there is none).
+    fn subscribe(self: &Arc<Self>, subscriber: Option<Subscriber>) {
+        let mut state = self.state();
+        state.subscriber = subscriber;
+        self.queue_delivery(&mut state);
+        // A puller waits only while no callback is set.
+        self.ready.notify_all();
+    }
+
+    /// Called on the runtime: queues the event and, when a callback is set,
+    /// its delivery. Never calls C code, never waits for it.
+    fn publish(self: &Arc<Self>, event: LostEvent) {
+        let mut state = self.state();
+        state.queue.push_back(event);
+        // Without a callback nobody may ever poll: keep the newest events only.
+        // With one, every event is delivered: a loss is never dropped on its way
+        // to a callback (the queue grows by at most one event per lock).
+        if state.subscriber.is_none() && state.queue.len() > FENCELOCK_MAX_QUEUED_EVENTS {
+            state.queue.pop_front();
+            tracing::warn!("fencelock event queue full: dropped the oldest event; poll it more often");
+        }
+        self.queue_delivery(&mut state);
+        self.ready.notify_one();
+    }
+
+    /// Queues one delivery on the callback thread if a callback is set, an
+    /// event waits, and no delivery is queued already.
+    fn queue_delivery(self: &Arc<Self>, state: &mut HubState) {
+        let Some(subscriber) = &state.subscriber else {
+            return;
+        };
+        if state.delivery_queued || state.queue.is_empty() {
+            return;
+        }
+        state.delivery_queued = true;
+        let hub = self.clone();
+        subscriber.callbacks.submit(move || hub.deliver_one());
+    }
+
+    /// On the callback thread: calls the callback with the oldest event,
+    /// then queues the next delivery behind the callbacks queued meanwhile.
+    /// One event per turn keeps a client with many losses from holding up
+    /// other callbacks, and keeps each event behind the completions that
+    /// came before it.
+    fn deliver_one(self: &Arc<Self>) {
+        let taken = {
             let mut state = self.state();
-            match state.subscriber {
-                Some(subscriber) => subscriber,
-                None => {
-                    if state.queue.len() == FENCELOCK_MAX_QUEUED_EVENTS {
-                        state.queue.pop_front();
-                        tracing::warn!(
-                            "fencelock event queue full: dropped the oldest event; poll it more often"
-                        );
-                    }
-                    state.queue.push_back(event);
-                    self.ready.notify_one();
-                    return;
-                }
+            state.delivery_queued = false;
+            match state.subscriber.clone() {
+                Some(subscriber) => state.queue.pop_front().map(|event| (subscriber, event)),
+                None => None, // unsubscribed meanwhile: the events stay for pulling
             }
         };
-        let c_event = fencelock_event {
-            kind: fencelock_event_kind::FENCELOCK_EVENT_LOCK_LOST,
-            reason: event.reason,
-            fencing_token: event.fencing_token,
-            resource: event.resource.as_ptr().cast_mut(),
+        let Some((subscriber, event)) = taken else {
+            return;
         };
-        // SAFETY: a callback the caller registered, with an event valid for the call.
-        unsafe { (subscriber.callback)(subscriber.user_data.get(), &c_event) };
+        subscriber.call(&event);
+        self.queue_delivery(&mut self.state());
     }
 
+    /// Takes the oldest event, waiting up to `timeout` while there is none
+    /// or a callback is set (events are then the callback's).
     fn next(&self, timeout: Duration) -> Option<LostEvent> {
         let state = self.state();
         let (mut state, _) = self
             .ready
-            .wait_timeout_while(state, timeout, |state| state.queue.is_empty())
+            .wait_timeout_while(state, timeout, |state| {
+                state.subscriber.is_some() || state.queue.is_empty()
+            })
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if state.subscriber.is_some() {
+            return None;
+        }
         state.queue.pop_front()
     }
 }
@@ -177,13 +247,15 @@ pub(crate) fn watch(lock: &Lock, hub: Arc<EventHub>) -> FfiResult<AbortHandle> {
     Ok(task.abort_handle())
 }
 
-/// Sends this client's events to `callback` (on a fencelock runtime thread)
-/// instead of the queue; NULL goes back to queueing. Events already queued
-/// stay in the queue.
+/// Sends this client's events to `callback` (on fencelock's callback thread)
+/// instead of the queue; NULL goes back to queueing. Events queued before
+/// are delivered to the new callback first, in order; with NULL, events not
+/// delivered yet stay queued for [`fencelock_client_next_event`].
 ///
 /// `user_data` is passed back untouched and must stay valid, and usable from
 /// another thread, until the callback is replaced and any call in flight has
-/// returned. Never blocks; thread-safe.
+/// returned. Fails with `FENCELOCK_STATUS_CLOSED` if the callback thread
+/// cannot be started. Thread-safe.
 ///
 /// # Safety
 /// `client` is NULL or live; `callback` is NULL or a function with this signature.
@@ -196,10 +268,15 @@ pub unsafe extern "C" fn fencelock_client_set_event_callback(
     boundary_status(|| {
         // SAFETY: per the contract.
         let client = unsafe { args::object(client, "client") }?;
-        client.events.state().subscriber = callback.map(|callback| Subscriber {
-            callback,
-            user_data: UserData(user_data),
-        });
+        let subscriber = match callback {
+            Some(callback) => Some(Subscriber {
+                callback,
+                user_data: UserData(user_data),
+                callbacks: Dispatcher::get()?,
+            }),
+            None => None,
+        };
+        client.events.subscribe(subscriber);
         Ok(())
     })
 }
@@ -210,10 +287,12 @@ pub unsafe extern "C" fn fencelock_client_set_event_callback(
 /// string: release it with [`fencelock_event_clear`]. Returns
 /// `FENCELOCK_STATUS_TIMEOUT` (and leaves `*event` alone) when no event came
 /// in time, and `FENCELOCK_STATUS_WOULD_BLOCK` when called with a non-zero
-/// timeout from a fencelock runtime thread (a callback).
+/// timeout on a thread of an async runtime. While an event callback is set,
+/// events are the callback's: this finds none.
 ///
-/// Blocks the calling thread up to `timeout_ms`. Thread-safe: each event
-/// goes to exactly one caller.
+/// Blocks the calling thread up to `timeout_ms` (from a fencelock callback
+/// too, holding up later callbacks). Thread-safe: each event goes to exactly
+/// one caller.
 ///
 /// # Safety
 /// `client` is NULL or live; `event` is NULL or writable.
@@ -230,7 +309,7 @@ pub unsafe extern "C" fn fencelock_client_next_event(
         if timeout_ms > 0 && tokio::runtime::Handle::try_current().is_ok() {
             return Err(Failure::new(
                 fencelock_status::FENCELOCK_STATUS_WOULD_BLOCK,
-                "fencelock_client_next_event would block a fencelock runtime thread; poll with timeout 0 here",
+                "fencelock_client_next_event would block a thread of an async runtime; poll with timeout 0 here",
             ));
         }
         let next = client.events.next(args::millis(timeout_ms)).ok_or_else(|| {

@@ -20,6 +20,7 @@
 mod args;
 mod boundary;
 mod client;
+mod dispatch;
 mod error;
 mod events;
 mod fenced;

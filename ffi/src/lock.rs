@@ -63,11 +63,12 @@ pub(crate) fn lock_options(ttl_ms: u64, wait_ms: u64) -> LockOptions {
 /// `NOT_ACQUIRED` (held elsewhere and `wait_ms` is 0); `UNAVAILABLE` (no
 /// majority of nodes answered); `INVALID_ARGUMENT` (empty or oversized
 /// resource, `ttl_ms` 0 or above `INT32_MAX`); `INVALID_UTF8`; `NULL_ARGUMENT`;
-/// `CLOSED` (client freed or used after `fork()`); `WOULD_BLOCK` (called from
-/// a fencelock callback: use `fencelock_acquire_async` there).
+/// `CLOSED` (client freed or used after `fork()`); `WOULD_BLOCK` (called on a
+/// thread of an async runtime: use `fencelock_acquire_async` there).
 ///
 /// Blocks up to about `wait_ms` plus one attempt (bounded by the per-node
-/// timeout). Thread-safe.
+/// timeout). From a fencelock callback it works, and holds up the callbacks
+/// after it for that long: prefer `fencelock_acquire_async` there. Thread-safe.
 ///
 /// # Safety
 /// `client` is NULL or live; `resource` is NULL or NUL-terminated; `out` and
@@ -204,7 +205,7 @@ pub unsafe extern "C" fn fencelock_lock_remaining_ms(
 ///
 /// Statuses: `OK`; `LOST` (the key is gone or owned by another: stop);
 /// `NOT_HELD` (released before); `UNAVAILABLE`; `INVALID_ARGUMENT` (ttl);
-/// `WOULD_BLOCK` (from a callback).
+/// `WOULD_BLOCK` (on a thread of an async runtime).
 ///
 /// Blocks for one round trip to the nodes (bounded by the per-node timeout).
 /// Thread-safe.
@@ -234,7 +235,8 @@ pub unsafe extern "C" fn fencelock_lock_extend(
 /// Statuses: `OK` (it was ours and is deleted); `NOT_HELD` (it had expired,
 /// been taken over, been lost, or was released before: calling twice is
 /// safe); `UNAVAILABLE` (too few nodes answered; the rest expire at the ttl);
-/// `WOULD_BLOCK` (from a callback: use `fencelock_lock_release_async`).
+/// `WOULD_BLOCK` (on a thread of an async runtime: use
+/// `fencelock_lock_release_async`).
 /// Works after the client was freed.
 ///
 /// Blocks for one round trip to the nodes (bounded by the per-node timeout).

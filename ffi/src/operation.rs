@@ -1,5 +1,5 @@
-//! Callback variants: start an operation, get exactly one callback on a
-//! fencelock runtime thread, cancel it if it is no longer wanted.
+//! Callback variants: start an operation, get exactly one callback on the
+//! callback thread (see `dispatch.rs`), cancel it if it is no longer wanted.
 
 use std::ffi::{c_char, c_void};
 use std::future::Future;
@@ -13,19 +13,23 @@ use tokio::sync::oneshot;
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary};
 use crate::client::fencelock_client;
+use crate::dispatch::Dispatcher;
 use crate::error::fencelock_error;
 use crate::lock::{fencelock_lock, lock_options};
 use crate::status::fencelock_status;
 
 /// Called once when an acquire started by [`fencelock_acquire_async`] ends,
-/// on a fencelock runtime thread.
+/// on fencelock's callback thread.
 ///
 /// On `FENCELOCK_STATUS_OK`, `lock` is the new lock and `error` is NULL;
 /// otherwise `lock` is NULL and `error` holds the detail. Both become the
 /// callback's to free (`fencelock_lock_free`, `fencelock_error_free`), now or
-/// later from any thread. Do not call blocking fencelock functions from the
-/// callback (they return `FENCELOCK_STATUS_WOULD_BLOCK`); use the `_async`
-/// variants or hand the work to your own thread.
+/// later from any thread. The lock is held, and renewed, from before the
+/// call: a slow callback does not lose it.
+///
+/// The callback may call any fencelock function, blocking ones included;
+/// while it runs, the process's later callbacks wait (never its I/O or
+/// renewals), so hand long work to your own thread.
 pub type fencelock_acquire_callback = Option<
     unsafe extern "C" fn(
         user_data: *mut c_void,
@@ -35,9 +39,9 @@ pub type fencelock_acquire_callback = Option<
     ),
 >;
 
-/// Called once when an operation without a result (a release) ends, on a
-/// fencelock runtime thread. `error` is NULL on success, else the callback's
-/// to free. Same rules as [`fencelock_acquire_callback`].
+/// Called once when an operation without a result (a release, an extend)
+/// ends, on fencelock's callback thread. `error` is NULL on success, else the
+/// callback's to free. Same rules as [`fencelock_acquire_callback`].
 pub type fencelock_done_callback = Option<
     unsafe extern "C" fn(user_data: *mut c_void, status: fencelock_status, error: *mut fencelock_error),
 >;
@@ -51,7 +55,7 @@ pub struct fencelock_operation {
     cancel: Mutex<Option<oneshot::Sender<()>>>,
 }
 
-/// The caller's `user_data`, carried to a runtime thread.
+/// The caller's `user_data`, carried to the callback thread.
 #[derive(Clone, Copy)]
 pub(crate) struct UserData(pub(crate) *mut c_void);
 
@@ -70,9 +74,9 @@ impl UserData {
 }
 
 /// Spawns `work` on the runtime and calls `finish` with its result exactly
-/// once: with the result, with `CANCELLED` after a cancel, or with
-/// `INTERNAL` if `work` panicked. Writes a cancel handle to `operation_out`
-/// when it is not NULL.
+/// once, on the callback thread: with the result, with `CANCELLED` after a
+/// cancel, or with `INTERNAL` if `work` panicked. Writes a cancel handle to
+/// `operation_out` when it is not NULL.
 ///
 /// # Safety
 /// `operation_out` is NULL or writable.
@@ -82,6 +86,7 @@ unsafe fn start<T: Send + 'static>(
     operation_out: *mut *mut fencelock_operation,
 ) -> FfiResult {
     let runtime = fencelock_core::runtime_handle()?;
+    let callbacks = Dispatcher::get()?;
     let (cancel, cancelled) = oneshot::channel::<()>();
     // The handle is written before the work exists: once spawned, the
     // callback may run before `spawn` returns and free the caller's memory
@@ -95,7 +100,8 @@ unsafe fn start<T: Send + 'static>(
     }
     runtime.spawn(async move {
         let result = run_cancellable(work, cancelled).await;
-        finish(result);
+        // C code never runs on the runtime thread: see dispatch.rs.
+        callbacks.submit(move || finish(result));
     });
     Ok(())
 }
@@ -133,7 +139,7 @@ fn into_status(result: FfiResult) -> (fencelock_status, *mut fencelock_error) {
 
 /// Starts taking the lock on `resource` (as [`crate::fencelock_acquire`],
 /// `wait_ms` 0 for one attempt) and returns at once; `callback` gets the
-/// outcome exactly once, on a fencelock runtime thread, possibly before this
+/// outcome exactly once, on fencelock's callback thread, possibly before this
 /// function returns.
 ///
 /// * `operation_out`: NULL, or receives a handle for
@@ -145,8 +151,9 @@ fn into_status(result: FfiResult) -> (fencelock_status, *mut fencelock_error) {
 ///
 /// Returns `OK` when started; any other status (`INVALID_ARGUMENT` for an
 /// empty or oversized resource or a ttl/wait out of range, as
-/// `fencelock_acquire`) means the callback will never be called (and
-/// `error`, if not NULL, says why). Never blocks.
+/// `fencelock_acquire`; `CLOSED` if the callback thread cannot be started)
+/// means the callback will never be called (and `error`, if not NULL, says
+/// why). Never blocks.
 /// Thread-safe.
 ///
 /// # Safety
@@ -193,7 +200,7 @@ pub unsafe extern "C" fn fencelock_acquire_async(
 }
 
 /// Starts releasing `lock` (as [`crate::fencelock_lock_release`]) and returns
-/// at once; `callback` gets the outcome exactly once on a fencelock runtime
+/// at once; `callback` gets the outcome exactly once on fencelock's callback
 /// thread. The lock may be freed right after this call returns: the
 /// operation keeps what it needs. Other arguments as
 /// [`fencelock_acquire_async`]. Never blocks. Thread-safe.
@@ -227,7 +234,7 @@ pub unsafe extern "C" fn fencelock_lock_release_async(
 
 /// Starts extending `lock` to `ttl_ms` from now (as
 /// [`crate::fencelock_lock_extend`]) and returns at once; `callback` gets the
-/// outcome exactly once on a fencelock runtime thread. The lock may be freed
+/// outcome exactly once on fencelock's callback thread. The lock may be freed
 /// while the extension is in flight. Other arguments as
 /// [`fencelock_acquire_async`]. Never blocks. Thread-safe.
 ///
@@ -284,10 +291,11 @@ unsafe fn start_done(
     unsafe { start(work, finish, operation_out) }
 }
 
-/// Asks the operation to stop. If its callback has not started yet, it is
-/// called with `FENCELOCK_STATUS_CANCELLED` (an acquire cancelled this way
-/// undoes any partial grant); otherwise this does nothing. Never blocks;
-/// thread-safe; calling twice is harmless.
+/// Asks the operation to stop. If it has not finished, it stops and its
+/// callback is called with `FENCELOCK_STATUS_CANCELLED` (an acquire
+/// cancelled this way undoes any partial grant); if it has finished, its
+/// callback gets the outcome (maybe still queued behind other callbacks) and
+/// this does nothing. Never blocks; thread-safe; calling twice is harmless.
 ///
 /// # Safety
 /// `operation` is NULL or live.

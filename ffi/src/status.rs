@@ -35,7 +35,8 @@ pub enum fencelock_status {
     FENCELOCK_STATUS_TLS = 10,
     /// The client is closed, or the object was made before `fork()`.
     FENCELOCK_STATUS_CLOSED = 11,
-    /// A blocking call was made on a fencelock runtime thread (from a callback).
+    /// A blocking call was made on a thread of an async runtime (a tokio worker),
+    /// which it would stall. Never returned to fencelock callbacks.
     FENCELOCK_STATUS_WOULD_BLOCK = 12,
     /// A required pointer argument was NULL.
     FENCELOCK_STATUS_NULL_ARGUMENT = 100,

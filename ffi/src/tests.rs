@@ -122,3 +122,17 @@ fn a_refused_setter_argument_leaves_the_options_as_they_were() {
         fencelock_options_free(options);
     }
 }
+
+#[test]
+fn a_blocking_call_on_an_async_runtime_thread_would_block() {
+    use crate::client::fencelock_client_new;
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let urls = [c"redis://127.0.0.1:1".as_ptr()];
+    let mut client = ptr::null_mut();
+    // SAFETY: one valid URL, a valid out-pointer; no options, no error detail.
+    let status = runtime.block_on(async {
+        unsafe { fencelock_client_new(urls.as_ptr(), 1, ptr::null(), &mut client, ptr::null_mut()) }
+    });
+    assert_eq!(status, fencelock_status::FENCELOCK_STATUS_WOULD_BLOCK);
+    assert!(client.is_null());
+}

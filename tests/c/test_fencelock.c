@@ -362,6 +362,7 @@ typedef struct async_record {
   fencelock_status status;
   fencelock_lock *lock;
   fencelock_status nested_blocking; /* what a blocking call made from the callback returned */
+  fencelock_status nested_release;
   fencelock_status nested_next_event;
   fencelock_client *client;
   char resource[128];
@@ -375,6 +376,10 @@ static void on_acquired(void *user_data, fencelock_status status, fencelock_lock
   if (record->client != NULL) {
     fencelock_lock *other = NULL;
     record->nested_blocking = fencelock_try_acquire(record->client, record->resource, 1000, &other, NULL);
+    if (other != NULL) {
+      record->nested_release = fencelock_lock_release(other, NULL);
+      fencelock_lock_free(other);
+    }
     fencelock_event event;
     record->nested_next_event = fencelock_client_next_event(record->client, 10, &event);
   }
@@ -468,7 +473,8 @@ static void test_async_cancel_fires_once_and_leaves_nothing(void) {
   fencelock_client_free(client);
 }
 
-static void test_blocking_call_from_callback_would_block(void) {
+/* Callbacks run on fencelock's callback thread, not its I/O thread: blocking calls work there. */
+static void test_blocking_calls_from_a_callback_work(void) {
   fencelock_client *client = connect_to(&single);
   CHECK(client != NULL);
   static async_record record;
@@ -479,8 +485,9 @@ static void test_blocking_call_from_callback_would_block(void) {
                FENCELOCK_STATUS_OK);
   CHECK(wait_for(&record.calls, 1, 10000));
   CHECK(record.status == FENCELOCK_STATUS_OK);
-  CHECK(record.nested_blocking == FENCELOCK_STATUS_WOULD_BLOCK);
-  CHECK(record.nested_next_event == FENCELOCK_STATUS_WOULD_BLOCK);
+  CHECK(record.nested_blocking == FENCELOCK_STATUS_OK);
+  CHECK(record.nested_release == FENCELOCK_STATUS_OK);
+  CHECK(record.nested_next_event == FENCELOCK_STATUS_TIMEOUT);
   CHECK_STATUS(fencelock_lock_release(record.lock, NULL), FENCELOCK_STATUS_OK);
   fencelock_lock_free(record.lock);
   fencelock_client_free(client);
@@ -543,6 +550,100 @@ static void test_release_after_client_free(void) {
   CHECK(held);
   CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
   fencelock_lock_free(lock);
+}
+
+/* ---- callbacks never hold up fencelock's own threads (#15 item 7) ------- */
+
+typedef struct slow_callback {
+  long sleep_ms;
+  atomic_int started;
+  atomic_int finished;
+  atomic_int events;
+  char last_lost[128];    /* resource of the last lost lock reported */
+  fencelock_status status; /* of the acquire, for the completion callback */
+  fencelock_lock *lock;
+} slow_callback;
+
+static void on_event_sleep(void *user_data, const fencelock_event *event) {
+  slow_callback *slow = user_data;
+  snprintf(slow->last_lost, sizeof slow->last_lost, "%s", event->resource);
+  atomic_fetch_add(&slow->events, 1);
+  atomic_store(&slow->started, 1);
+  sleep_ms(slow->sleep_ms);
+  atomic_store(&slow->finished, 1);
+}
+
+static void on_acquired_sleep(void *user_data, fencelock_status status, fencelock_lock *lock, fencelock_error *error) {
+  slow_callback *slow = user_data;
+  atomic_store(&slow->started, 1);
+  sleep_ms(slow->sleep_ms);
+  slow->status = status;
+  slow->lock = lock;
+  fencelock_error_free(error);
+  atomic_store(&slow->finished, 1);
+}
+
+/* Looks at `lock` every 5 ms until the slow callback returned: 1 if it was held at every look. */
+static int held_while_callback_sleeps(fencelock_lock *lock, slow_callback *slow) {
+  while (!atomic_load(&slow->finished)) {
+    bool held = false;
+    if (fencelock_lock_is_held(lock, &held) != FENCELOCK_STATUS_OK || !held) return 0;
+    sleep_ms(5);
+  }
+  return 1;
+}
+
+#define SLOW_TTL_MS 300
+
+static void test_slow_event_callback_does_not_stall_renewals(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  static slow_callback slow;
+  memset(&slow, 0, sizeof slow);
+  slow.sleep_ms = 2 * SLOW_TTL_MS;
+  CHECK_STATUS(fencelock_client_set_event_callback(client, on_event_sleep, &slow), FENCELOCK_STATUS_OK);
+  static char kept_resource[128], lost_resource[128];
+  snprintf(kept_resource, sizeof kept_resource, "%s", unique("slow-event-kept"));
+  snprintf(lost_resource, sizeof lost_resource, "%s", unique("slow-event-lost"));
+  fencelock_lock *kept = NULL, *lost = NULL;
+  CHECK_STATUS(fencelock_acquire(client, kept_resource, SLOW_TTL_MS, 0, &kept, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_acquire(client, lost_resource, SLOW_TTL_MS, 0, &lost, NULL), FENCELOCK_STATUS_OK);
+  char command[256];
+  snprintf(command, sizeof command, "DEL fencelock:{%s}", lost_resource);
+  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+
+  /* The loss of `lost` starts a callback that sleeps two ttls; `kept` is renewed meanwhile. */
+  CHECK(wait_for(&slow.started, 1, 10000));
+  CHECK(held_while_callback_sleeps(kept, &slow));
+  sleep_ms(SLOW_TTL_MS); /* a loss of `kept` would be reported within a ttl */
+  CHECK(atomic_load(&slow.events) == 1);
+  CHECK(strcmp(slow.last_lost, lost_resource) == 0);
+  CHECK_STATUS(fencelock_lock_release(kept, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(kept);
+  fencelock_lock_free(lost);
+  fencelock_client_free(client);
+}
+
+static void test_slow_completion_callback_does_not_stall_renewals(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  static slow_callback slow;
+  memset(&slow, 0, sizeof slow);
+  slow.sleep_ms = 2 * SLOW_TTL_MS;
+  fencelock_lock *kept = NULL;
+  CHECK_STATUS(fencelock_acquire(client, unique("slow-done-kept"), SLOW_TTL_MS, 0, &kept, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_acquire_async(client, unique("slow-done-other"), 5000, 0, on_acquired_sleep, &slow, NULL, NULL),
+               FENCELOCK_STATUS_OK);
+  CHECK(wait_for(&slow.started, 1, 10000));
+  CHECK(held_while_callback_sleeps(kept, &slow));
+  CHECK(slow.status == FENCELOCK_STATUS_OK && slow.lock != NULL);
+  fencelock_event event;
+  CHECK_STATUS(fencelock_client_next_event(client, 0, &event), FENCELOCK_STATUS_TIMEOUT); /* nothing was lost */
+  CHECK_STATUS(fencelock_lock_release(kept, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_release(slow.lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(kept);
+  fencelock_lock_free(slow.lock);
+  fencelock_client_free(client);
 }
 
 /* ---- *operation_out is written before the operation can end (#15 item 10) */
@@ -944,10 +1045,12 @@ int main(int argc, char **argv) {
       TEST(test_loss_event_callback),
       TEST(test_async_acquire_and_release),
       TEST(test_async_cancel_fires_once_and_leaves_nothing),
-      TEST(test_blocking_call_from_callback_would_block),
+      TEST(test_blocking_calls_from_a_callback_work),
       TEST(test_free_while_renewing_lets_key_expire),
       TEST(test_release_after_client_free),
       TEST(test_no_event_callback_after_client_free),
+      TEST(test_slow_event_callback_does_not_stall_renewals),
+      TEST(test_slow_completion_callback_does_not_stall_renewals),
       TEST(test_callback_may_free_the_request_holding_its_operation),
       TEST(test_bad_client_arguments),
       TEST(test_tls_min_version_option),
