@@ -35,15 +35,26 @@
  *   does fencelock's I/O, so a slow callback delays only the callbacks after
  *   it, never renewals or other I/O. They run one at a time, in the order
  *   their causes happened; a callback for an operation is called exactly once.
- *   A callback may call any fencelock function, blocking ones included: they
- *   cannot deadlock, since fencelock's I/O never waits for the callback
- *   thread. While a callback runs (or blocks), every later callback of the
+ *   A callback may call any fencelock function, blocking ones included. That
+ *   cannot deadlock: fencelock's I/O never waits for the callback thread, and
+ *   the functions that wait for callbacks (below) do not wait when called
+ *   from one. While a callback runs (or blocks), every later callback of the
  *   process waits: hand long work to a thread of yours. Lost-lock events can
  *   instead be pulled on your own thread with fencelock_client_next_event.
+ * - Stopping callbacks: fencelock_client_set_event_callback (replacing or
+ *   clearing a callback) and fencelock_client_free return only when no call of
+ *   the old event callback is running or can start, so its user_data may be
+ *   freed as soon as they return. Called from inside any fencelock callback
+ *   they return at once: calls run one at a time, so the only call that can
+ *   still be running is the caller's own, which may free its own user_data if
+ *   it does not touch it afterwards. An operation's callback is always called,
+ *   exactly once, even after fencelock_operation_cancel or _free, which do not
+ *   wait for it: free that user_data in the callback.
  * - Threads: clients and locks may be used from any thread, concurrently,
  *   except that an object must not be freed while another thread uses it.
  * - fork(): objects made before fork() return FENCELOCK_STATUS_CLOSED in the
- *   child; create a new client there.
+ *   child (freeing them works, and never waits for a callback of the parent);
+ *   create a new client there.
  * - No panic or exception ever crosses this boundary: an internal bug returns
  *   FENCELOCK_STATUS_INTERNAL.
  */
@@ -320,8 +331,8 @@ typedef struct fencelock_lock fencelock_lock;
  * A handle on an operation in flight, to cancel it.
  *
  * Owned by the caller and freed with [`fencelock_operation_free`], which
- * does not cancel. Freeing it before or after the callback ran is fine.
- * Thread-safe.
+ * does not cancel. Freeing it before, during (from the callback itself) or
+ * after the callback is fine. Thread-safe.
  */
 typedef struct fencelock_operation fencelock_operation;
 
@@ -441,11 +452,17 @@ fencelock_status fencelock_client_new(const char *const *urls,
 /**
  * Closes the client and frees it. NULL is a no-op.
  *
- * Never blocks and does no network I/O. Locks acquired through this client
- * stay valid: each must still be released or freed, and keeps being renewed
- * until then. Operations in flight finish and call their callbacks. The
- * event callback is never called after this returns, except for a call
- * already in progress on the callback thread.
+ * Does no network I/O. Locks acquired through this client stay valid: each
+ * must still be released or freed, and keeps being renewed until then.
+ * Operations in flight finish and call their callbacks.
+ *
+ * When this returns, no call of the client's event callback is running or
+ * can start: its `user_data` may be freed right away. For that it waits
+ * while a call of the event callback is in progress (so do not call it
+ * while holding a lock that callback takes), and for nothing else. Called
+ * from inside a fencelock callback it never waits: the only call that can
+ * be in progress is the caller's own, and the event callback is not called
+ * again once that one returns.
  *
  * # Safety
  * `client` is NULL or from `fencelock_client_new`, not freed before, and not
@@ -519,10 +536,18 @@ void fencelock_error_free(struct fencelock_error *error);
  * are delivered to the new callback first, in order; with NULL, events not
  * delivered yet stay queued for [`fencelock_client_next_event`].
  *
- * `user_data` is passed back untouched and must stay valid, and usable from
- * another thread, until the callback is replaced and any call in flight has
- * returned. Fails with `FENCELOCK_STATUS_CLOSED` if the callback thread
- * cannot be started. Thread-safe.
+ * `user_data` is passed back untouched and must be usable from another
+ * thread. When this returns, no call of the callback it replaced (or
+ * cleared) is running or can start, so the old `user_data` may be freed
+ * right away: for that it waits while such a call is in progress (so do not
+ * call it while holding a lock that callback takes). Called from inside a
+ * fencelock callback it returns at once: calls run one at a time, so the
+ * only call that can be in progress is the caller's own. A callback may thus
+ * clear itself and free its own `user_data`, as long as it does not touch
+ * it afterwards.
+ *
+ * Fails with `FENCELOCK_STATUS_CLOSED` if the callback thread cannot be
+ * started. Thread-safe.
  *
  * # Safety
  * `client` is NULL or live; `callback` is NULL or a function with this signature.
@@ -761,7 +786,8 @@ void fencelock_lock_free(struct fencelock_lock *lock);
  *   It is written before the operation starts, so the callback always finds
  *   it there, and may free the memory that holds it.
  * * `user_data`: passed back untouched; must stay valid, and usable from
- *   another thread, until the callback ran.
+ *   another thread, until the callback ran (cancelling or freeing the
+ *   operation does not change that).
  *
  * Returns `OK` when started; any other status (`INVALID_ARGUMENT` for an
  * empty or oversized resource or a ttl/wait out of range, as
@@ -825,6 +851,11 @@ fencelock_status fencelock_lock_extend_async(const struct fencelock_lock *lock,
  * callback gets the outcome (maybe still queued behind other callbacks) and
  * this does nothing. Never blocks; thread-safe; calling twice is harmless.
  *
+ * It does not wait for the callback, which may still be queued or running
+ * when this returns: the callback tells you the operation is over, so free
+ * `user_data` there. (Waiting here could deadlock a caller that holds a
+ * lock the callback takes, and the callback may cancel its own operation.)
+ *
  * # Safety
  * `operation` is NULL or live.
  */
@@ -832,7 +863,8 @@ fencelock_status fencelock_operation_cancel(const struct fencelock_operation *op
 
 /**
  * Frees an operation handle without cancelling the operation. NULL is a
- * no-op. Never blocks.
+ * no-op. Never blocks, and does not wait for the callback: the operation
+ * still calls it exactly once, so its `user_data` must stay valid until then.
  *
  * # Safety
  * `operation` is NULL or from this library, not freed before.

@@ -91,11 +91,17 @@ unsafe fn node_urls(urls: *const *const c_char, n_urls: usize) -> FfiResult<Vec<
 
 /// Closes the client and frees it. NULL is a no-op.
 ///
-/// Never blocks and does no network I/O. Locks acquired through this client
-/// stay valid: each must still be released or freed, and keeps being renewed
-/// until then. Operations in flight finish and call their callbacks. The
-/// event callback is never called after this returns, except for a call
-/// already in progress on the callback thread.
+/// Does no network I/O. Locks acquired through this client stay valid: each
+/// must still be released or freed, and keeps being renewed until then.
+/// Operations in flight finish and call their callbacks.
+///
+/// When this returns, no call of the client's event callback is running or
+/// can start: its `user_data` may be freed right away. For that it waits
+/// while a call of the event callback is in progress (so do not call it
+/// while holding a lock that callback takes), and for nothing else. Called
+/// from inside a fencelock callback it never waits: the only call that can
+/// be in progress is the caller's own, and the event callback is not called
+/// again once that one returns.
 ///
 /// # Safety
 /// `client` is NULL or from `fencelock_client_new`, not freed before, and not

@@ -21,6 +21,7 @@
 //! The price: a slow callback of one client delays the callbacks of the
 //! others (never their I/O or renewals).
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -40,6 +41,17 @@ pub(crate) struct Dispatcher {
 /// This process's dispatcher, by process id. After `fork()` the child has
 /// none of the parent's threads, so its first callback starts its own.
 static DISPATCHER: Mutex<Option<(u32, Arc<Dispatcher>)>> = Mutex::new(None);
+
+thread_local! {
+    /// True on the callback thread, i.e. inside a callback.
+    static ON_CALLBACK_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the current thread is the callback thread: the caller is inside
+/// a fencelock callback, and no other callback can be running.
+pub(crate) fn on_callback_thread() -> bool {
+    ON_CALLBACK_THREAD.get()
+}
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A queue and an option: a panic elsewhere cannot leave them half-written.
@@ -86,6 +98,7 @@ impl Dispatcher {
     }
 
     fn run(&self) {
+        ON_CALLBACK_THREAD.set(true);
         loop {
             let job = self.next_job();
             // The thread must survive a bug in our part of a job: every later
@@ -124,15 +137,13 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         for i in 0..100 {
             let tx = tx.clone();
-            dispatcher.submit(move || {
-                tx.send((i, std::thread::current().name() == Some("fencelock-cb")))
-                    .unwrap()
-            });
+            dispatcher.submit(move || tx.send((i, on_callback_thread())).unwrap());
         }
         let seen: Vec<_> = (0..100)
             .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
             .collect();
         assert_eq!(seen, (0..100).map(|i| (i, true)).collect::<Vec<_>>());
+        assert!(!on_callback_thread());
     }
 
     #[test]

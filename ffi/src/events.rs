@@ -13,7 +13,7 @@ use tokio::task::AbortHandle;
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary_status};
 use crate::client::fencelock_client;
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{Dispatcher, on_callback_thread};
 use crate::error::c_string;
 use crate::operation::UserData;
 use crate::status::fencelock_status;
@@ -129,15 +129,33 @@ impl Subscriber {
 #[derive(Default)]
 pub(crate) struct EventHub {
     state: Mutex<HubState>,
+    /// Wakes `fencelock_client_next_event` callers.
     ready: Condvar,
+    /// Wakes callers waiting for a call of a replaced callback to return.
+    idle: Condvar,
 }
 
 #[derive(Default)]
 struct HubState {
     queue: VecDeque<LostEvent>,
     subscriber: Option<Subscriber>,
+    /// Counts subscriptions; a call of the callback set at generation `g`
+    /// is a call of a replaced callback once the generation is above `g`.
+    generation: u64,
+    /// The call of the callback in progress on the callback thread, if any.
+    calling: Option<Call>,
     /// A delivery is queued on the callback thread (at most one at a time).
     delivery_queued: bool,
+}
+
+/// A call of an event callback in progress.
+#[derive(Clone, Copy)]
+struct Call {
+    /// The generation of the callback being called.
+    generation: u64,
+    /// The process making it. A child forked during a call has no callback
+    /// thread: that call never ends there, and must not be waited for.
+    pid: u32,
 }
 
 impl EventHub {
@@ -146,19 +164,48 @@ impl EventHub {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Stops calling the client's callback (its `user_data` may die with the client).
+    /// Stops calling the client's callback (its `user_data` may die with the
+    /// client); returns as [`EventHub::subscribe`] does.
     pub(crate) fn unsubscribe(self: &Arc<Self>) {
         self.subscribe(None);
     }
 
     /// Replaces the callback; events already queued go to the new one (or
-    /// stay for `fencelock_client_next_event` when there is none).
+    /// stay for `fencelock_client_next_event` when there is none). Returns
+    /// once no call of a replaced callback is running, unless called from
+    /// the callback thread.
     fn subscribe(self: &Arc<Self>, subscriber: Option<Subscriber>) {
         let mut state = self.state();
         state.subscriber = subscriber;
+        state.generation += 1;
+        let generation = state.generation;
         self.queue_delivery(&mut state);
         // A puller waits only while no callback is set.
         self.ready.notify_all();
+        self.wait_for_replaced_calls(state, generation);
+    }
+
+    /// Waits until no call of a callback replaced before `generation` runs.
+    /// Later calls can only be of a newer callback: a delivery reads the
+    /// subscriber and marks `calling` under the same lock.
+    ///
+    /// On the callback thread there is nothing to wait for, and waiting would
+    /// deadlock: calls run one at a time there, so the only call that can be
+    /// in progress is the caller's own, which ends when the caller returns.
+    fn wait_for_replaced_calls(&self, mut state: MutexGuard<'_, HubState>, generation: u64) {
+        if on_callback_thread() {
+            return;
+        }
+        let pid = std::process::id();
+        while state
+            .calling
+            .is_some_and(|call| call.generation < generation && call.pid == pid)
+        {
+            state = self
+                .idle
+                .wait(state)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
     }
 
     /// Called on the runtime: queues the event and, when a callback is set,
@@ -200,16 +247,26 @@ impl EventHub {
         let taken = {
             let mut state = self.state();
             state.delivery_queued = false;
-            match state.subscriber.clone() {
+            let taken = match state.subscriber.clone() {
                 Some(subscriber) => state.queue.pop_front().map(|event| (subscriber, event)),
                 None => None, // unsubscribed meanwhile: the events stay for pulling
+            };
+            if taken.is_some() {
+                state.calling = Some(Call {
+                    generation: state.generation,
+                    pid: std::process::id(),
+                });
             }
+            taken
         };
         let Some((subscriber, event)) = taken else {
             return;
         };
         subscriber.call(&event);
-        self.queue_delivery(&mut self.state());
+        let mut state = self.state();
+        state.calling = None;
+        self.idle.notify_all();
+        self.queue_delivery(&mut state);
     }
 
     /// Takes the oldest event, waiting up to `timeout` while there is none
@@ -252,10 +309,18 @@ pub(crate) fn watch(lock: &Lock, hub: Arc<EventHub>) -> FfiResult<AbortHandle> {
 /// are delivered to the new callback first, in order; with NULL, events not
 /// delivered yet stay queued for [`fencelock_client_next_event`].
 ///
-/// `user_data` is passed back untouched and must stay valid, and usable from
-/// another thread, until the callback is replaced and any call in flight has
-/// returned. Fails with `FENCELOCK_STATUS_CLOSED` if the callback thread
-/// cannot be started. Thread-safe.
+/// `user_data` is passed back untouched and must be usable from another
+/// thread. When this returns, no call of the callback it replaced (or
+/// cleared) is running or can start, so the old `user_data` may be freed
+/// right away: for that it waits while such a call is in progress (so do not
+/// call it while holding a lock that callback takes). Called from inside a
+/// fencelock callback it returns at once: calls run one at a time, so the
+/// only call that can be in progress is the caller's own. A callback may thus
+/// clear itself and free its own `user_data`, as long as it does not touch
+/// it afterwards.
+///
+/// Fails with `FENCELOCK_STATUS_CLOSED` if the callback thread cannot be
+/// started. Thread-safe.
 ///
 /// # Safety
 /// `client` is NULL or live; `callback` is NULL or a function with this signature.

@@ -49,8 +49,8 @@ pub type fencelock_done_callback = Option<
 /// A handle on an operation in flight, to cancel it.
 ///
 /// Owned by the caller and freed with [`fencelock_operation_free`], which
-/// does not cancel. Freeing it before or after the callback ran is fine.
-/// Thread-safe.
+/// does not cancel. Freeing it before, during (from the callback itself) or
+/// after the callback is fine. Thread-safe.
 pub struct fencelock_operation {
     cancel: Mutex<Option<oneshot::Sender<()>>>,
 }
@@ -147,7 +147,8 @@ fn into_status(result: FfiResult) -> (fencelock_status, *mut fencelock_error) {
 ///   It is written before the operation starts, so the callback always finds
 ///   it there, and may free the memory that holds it.
 /// * `user_data`: passed back untouched; must stay valid, and usable from
-///   another thread, until the callback ran.
+///   another thread, until the callback ran (cancelling or freeing the
+///   operation does not change that).
 ///
 /// Returns `OK` when started; any other status (`INVALID_ARGUMENT` for an
 /// empty or oversized resource or a ttl/wait out of range, as
@@ -297,6 +298,11 @@ unsafe fn start_done(
 /// callback gets the outcome (maybe still queued behind other callbacks) and
 /// this does nothing. Never blocks; thread-safe; calling twice is harmless.
 ///
+/// It does not wait for the callback, which may still be queued or running
+/// when this returns: the callback tells you the operation is over, so free
+/// `user_data` there. (Waiting here could deadlock a caller that holds a
+/// lock the callback takes, and the callback may cancel its own operation.)
+///
 /// # Safety
 /// `operation` is NULL or live.
 #[unsafe(no_mangle)]
@@ -320,7 +326,8 @@ pub unsafe extern "C" fn fencelock_operation_cancel(
 }
 
 /// Frees an operation handle without cancelling the operation. NULL is a
-/// no-op. Never blocks.
+/// no-op. Never blocks, and does not wait for the callback: the operation
+/// still calls it exactly once, so its `user_data` must stay valid until then.
 ///
 /// # Safety
 /// `operation` is NULL or from this library, not freed before.
