@@ -15,6 +15,8 @@
 //!   [`fencelock_status::FENCELOCK_STATUS_NULL_ARGUMENT`].
 //! * Strings in are NUL-terminated UTF-8; other bytes are
 //!   [`fencelock_status::FENCELOCK_STATUS_INVALID_UTF8`].
+//! * C code is called only on the callback thread (`dispatch.rs`), never on
+//!   the runtime that does the I/O: a slow callback cannot stall renewals.
 #![allow(non_camel_case_types)]
 
 mod args;
