@@ -1,9 +1,24 @@
 //! The command line, as clap parses it.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+
+/// The variable naming the nodes (its URLs may carry passwords).
+pub const NODES_VAR: &str = "FENCELOCK_NODES";
+/// The variable with the ACL user name.
+pub const USERNAME_VAR: &str = "FENCELOCK_USERNAME";
+/// The variable with the ACL password.
+pub const PASSWORD_VAR: &str = "FENCELOCK_PASSWORD";
+/// The variable naming the password file.
+pub const PASSWORD_FILE_VAR: &str = "FENCELOCK_PASSWORD_FILE";
+
+/// Every connection setting fencelock reads from the environment. None of
+/// them is passed on to the command: they carry credentials (or say where
+/// they are), and the command has no business with fencelock's own.
+pub const CONNECTION_VARS: [&str; 4] = [NODES_VAR, USERNAME_VAR, PASSWORD_VAR, PASSWORD_FILE_VAR];
 
 /// Run a command while holding a distributed lock over Redis, or inspect a lock.
 ///
@@ -46,16 +61,20 @@ pub struct Cli {
 /// Where the Redis nodes are and how to reach them.
 #[derive(Debug, Args)]
 pub struct Connection {
-    /// A Redis node: redis://[user:password@]host:port[/db], rediss:// for TLS. Repeat for
-    /// Redlock (use 3 or 5 independent masters).
+    /// A Redis node: redis://[user@]host:port[/db], rediss:// for TLS. Repeat for Redlock (use
+    /// 3 or 5 independent masters). A password in the URL (user:password@) is visible to other
+    /// users in `ps`: use --password-file, or give the URLs in FENCELOCK_NODES.
     #[arg(
         long = "node",
         value_name = "URL",
-        env = "FENCELOCK_NODES",
+        env = NODES_VAR,
+        // Its URLs may carry passwords: `--help` must not print them.
+        hide_env_values = true,
         value_delimiter = ',',
+        value_parser = node_url,
         global = true
     )]
-    pub nodes: Vec<String>,
+    pub nodes: Vec<NodeUrl>,
 
     /// Prefix of every key this lock uses; every program sharing the lock must use the same.
     #[arg(long, value_name = "PREFIX", default_value = fencelock::DEFAULT_PREFIX, global = true)]
@@ -66,18 +85,30 @@ pub struct Connection {
     pub node_timeout: Duration,
 
     /// ACL user name (overrides the URL's).
-    #[arg(long, value_name = "USER", env = "FENCELOCK_USERNAME", global = true)]
+    #[arg(long, value_name = "USER", env = USERNAME_VAR, global = true)]
     pub username: Option<String>,
 
-    /// ACL password. Prefer the environment variable to keep it out of `ps` output.
+    /// ACL password (overrides the URL's). On the command line it is visible to other users in
+    /// `ps`: prefer --password-file or the environment variable.
     #[arg(
         long,
         value_name = "PASSWORD",
-        env = "FENCELOCK_PASSWORD",
+        env = PASSWORD_VAR,
         hide_env_values = true,
+        value_parser = secret,
         global = true
     )]
-    pub password: Option<String>,
+    pub password: Option<Secret>,
+
+    /// Read the ACL password from the first line of FILE (overrides the URL's).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = PASSWORD_FILE_VAR,
+        conflicts_with = "password",
+        global = true
+    )]
+    pub password_file: Option<PathBuf>,
 
     /// PEM file of the CA that signed the nodes' TLS certificates (default: the Mozilla roots).
     #[arg(long, value_name = "FILE", global = true)]
@@ -119,7 +150,9 @@ pub enum Command {
     /// Acquire the lock, run CMD while keeping it renewed, release it when CMD exits.
     ///
     /// CMD gets FENCELOCK_RESOURCE and FENCELOCK_TOKEN (the fencing token: pass it
-    /// to the storage you write, so a stale holder's writes can be refused).
+    /// to the storage you write, so a stale holder's writes can be refused), and
+    /// none of fencelock's connection variables (FENCELOCK_NODES, FENCELOCK_USERNAME,
+    /// FENCELOCK_PASSWORD, FENCELOCK_PASSWORD_FILE).
     /// INT, TERM and HUP sent to fencelock are forwarded to CMD.
     Run(RunArgs),
     /// Show, per node, whether the lock is held, its remaining ttl and the fencing counter.
@@ -160,6 +193,75 @@ pub struct StatusArgs {
     pub resource: String,
 }
 
+/// A password: never shown by `Debug`, so it cannot reach a log or message
+/// through a derived `Debug` of the command line.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a password.
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
+    /// The password itself, for the client builder only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+fn secret(text: &str) -> Result<Secret, String> {
+    Ok(Secret(text.to_owned()))
+}
+
+/// A node URL as given. `Debug` shows it without its password.
+#[derive(Clone)]
+pub struct NodeUrl(String);
+
+impl NodeUrl {
+    /// The URL as given, password included, for the client builder only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the URL carries a password (`scheme://user:password@host`).
+    pub fn has_password(&self) -> bool {
+        userinfo(&self.0).is_some_and(|userinfo| userinfo.contains(':'))
+    }
+
+    /// The URL with everything between `://` and `@` replaced by `***`.
+    pub fn redacted(&self) -> String {
+        match userinfo(&self.0) {
+            Some(userinfo) => self.0.replacen(userinfo, "***", 1),
+            None => self.0.clone(),
+        }
+    }
+}
+
+/// The `user:password` part of a URL, if it has one. Done by hand rather than
+/// with a URL parser, so that a URL too broken to parse is still redacted.
+fn userinfo(url: &str) -> Option<&str> {
+    let rest = &url[url.find("://")? + 3..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    Some(&authority[..authority.rfind('@')?])
+}
+
+impl fmt::Debug for NodeUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.redacted())
+    }
+}
+
+fn node_url(text: &str) -> Result<NodeUrl, String> {
+    Ok(NodeUrl(text.trim().to_owned()))
+}
+
 /// Parses `10s`, `500ms`, `2m`, `1h30m`; a bare number is seconds.
 fn duration(text: &str) -> Result<Duration, String> {
     if let Ok(seconds) = text.parse::<f64>() {
@@ -178,6 +280,37 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn debug_output_never_shows_a_password() {
+        let cli = Cli::try_parse_from([
+            "fencelock",
+            "--node",
+            "redis://alice:hunter2@127.0.0.1:1",
+            "--node",
+            "redis://:pw@broken@host:1/0",
+            "--password",
+            "correct-horse",
+            "status",
+            "x",
+        ])
+        .expect("valid arguments");
+        let shown = format!("{cli:?}");
+        for secret in ["hunter2", "correct-horse", ":pw"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("127.0.0.1:1"), "{shown}");
+    }
+
+    #[test]
+    fn passwords_in_urls_are_found() {
+        let url = |s: &str| NodeUrl(s.to_owned());
+        assert!(url("redis://alice:pw@h:1").has_password());
+        assert!(url("rediss://:pw@h:1/2").has_password());
+        assert!(!url("redis://alice@h:1").has_password());
+        assert!(!url("redis://h:1/0?x=a@b").has_password());
+        assert_eq!(url("redis://a:b@c@h:1/0").redacted(), "redis://***@h:1/0");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
+use crate::args::CONNECTION_VARS;
 use crate::exit;
 
 /// A running command.
@@ -26,20 +27,23 @@ pub struct SpawnError {
 /// Starts `command` with the lock's resource and fencing token in its environment.
 pub fn spawn(command: &[String], resource: &str, fencing_token: u64) -> Result<Child, SpawnError> {
     let (program, args) = command.split_first().expect("clap requires a command");
-    let process = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(args)
         .env("FENCELOCK_RESOURCE", resource)
         .env("FENCELOCK_TOKEN", fencing_token.to_string())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| SpawnError {
-            code: if e.kind() == io::ErrorKind::NotFound {
-                exit::NOT_FOUND
-            } else {
-                exit::CANNOT_EXECUTE
-            },
-            message: format!("cannot run {program:?}: {e}"),
-        })?;
+        .process_group(0);
+    for name in CONNECTION_VARS {
+        command.env_remove(name);
+    }
+    let process = command.spawn().map_err(|e| SpawnError {
+        code: if e.kind() == io::ErrorKind::NotFound {
+            exit::NOT_FOUND
+        } else {
+            exit::CANNOT_EXECUTE
+        },
+        message: format!("cannot run {program:?}: {e}"),
+    })?;
     let pid = process.id().expect("a just-spawned child has a pid");
     Ok(Child {
         process,

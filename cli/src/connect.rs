@@ -4,7 +4,7 @@ use std::path::Path;
 
 use fencelock::{Client, ClientBuilder, Error, ErrorKind, TlsVersion};
 
-use crate::args::{Connection, TlsMinVersion};
+use crate::args::{Connection, Secret, TlsMinVersion};
 
 /// Connects to the nodes the flags (or `FENCELOCK_NODES`) name.
 pub async fn connect(connection: &Connection) -> Result<Client, Error> {
@@ -19,7 +19,7 @@ pub async fn connect(connection: &Connection) -> Result<Client, Error> {
 
 fn builder(connection: &Connection) -> Result<ClientBuilder, Error> {
     let mut builder = Client::builder()
-        .nodes(connection.nodes.iter().map(|node| node.trim()))
+        .nodes(connection.nodes.iter().map(|node| node.expose()))
         .key_prefix(connection.key_prefix.as_str())
         .node_timeout(connection.node_timeout)
         .tls_min_version(match connection.tls_min_version {
@@ -29,8 +29,8 @@ fn builder(connection: &Connection) -> Result<ClientBuilder, Error> {
     if let Some(user) = &connection.username {
         builder = builder.username(user.as_str());
     }
-    if let Some(password) = &connection.password {
-        builder = builder.password(password.as_str());
+    if let Some(password) = password(connection)? {
+        builder = builder.password(password.expose());
     }
     if let Some(ca) = &connection.tls_ca {
         builder = builder.tls_ca_pem(read(ca, "--tls-ca")?);
@@ -39,6 +39,37 @@ fn builder(connection: &Connection) -> Result<ClientBuilder, Error> {
         builder = builder.tls_client_cert_pem(read(cert, "--tls-cert")?, read(key, "--tls-key")?);
     }
     Ok(builder)
+}
+
+/// The password from `--password` / `FENCELOCK_PASSWORD`, or from the first
+/// line of `--password-file` / `FENCELOCK_PASSWORD_FILE` (clap refuses both).
+fn password(connection: &Connection) -> Result<Option<Secret>, Error> {
+    match (&connection.password, &connection.password_file) {
+        (Some(password), _) => Ok(Some(password.clone())),
+        (None, Some(path)) => read_password_file(path).map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The first line of `path`, without its line ending. Errors name the file,
+/// never its content.
+pub fn read_password_file(path: &Path) -> Result<Secret, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::new(
+            ErrorKind::Config,
+            format!("cannot read --password-file {}: {e}", path.display()),
+        )
+    })?;
+    match text.lines().next() {
+        Some(line) if !line.is_empty() => Ok(Secret::new(line.to_owned())),
+        _ => Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "--password-file {} is empty; its first line must be the password",
+                path.display()
+            ),
+        )),
+    }
 }
 
 fn read(path: &Path, flag: &str) -> Result<Vec<u8>, Error> {

@@ -11,13 +11,16 @@ mod status;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    warn_about_passwords_in_argv(&matches, &cli);
     init_logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -41,6 +44,26 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Run(args) => run::run(&client, args).await,
         Command::Status(args) => status::status(&client, args).await,
     }
+}
+
+/// The command line of every process can be read by every user of the
+/// machine (`ps`, /proc/PID/cmdline), unlike its environment or a file
+/// readable by its owner only: say so when a password came that way.
+fn warn_about_passwords_in_argv(matches: &ArgMatches, cli: &Cli) {
+    let from_argv = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    let connection = &cli.connection;
+    let where_ = if from_argv("password") && connection.password.is_some() {
+        "--password"
+    } else if from_argv("nodes") && connection.nodes.iter().any(|node| node.has_password()) {
+        "a --node URL"
+    } else {
+        return;
+    };
+    eprintln!(
+        "fencelock: warning: the password in {where_} is visible to other users of this machine \
+         (ps, /proc/PID/cmdline); put it in a file readable only by you and pass --password-file FILE \
+         (or set FENCELOCK_PASSWORD_FILE or FENCELOCK_PASSWORD) instead"
+    );
 }
 
 /// Warnings by default; `-v` adds lock events, `-vv` every round trip.

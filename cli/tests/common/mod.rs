@@ -1,0 +1,114 @@
+//! Helpers shared by the CLI test files. Each test file is its own crate and
+//! uses only some of them, hence the `dead_code` allowance.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use fencelock_harness::RedisNode;
+
+/// The `fencelock` binary under test, with no FENCELOCK_* variable inherited
+/// from the environment the tests run in.
+pub fn bare_fencelock() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fencelock"));
+    for name in [
+        "FENCELOCK_NODES",
+        "FENCELOCK_USERNAME",
+        "FENCELOCK_PASSWORD",
+        "FENCELOCK_PASSWORD_FILE",
+    ] {
+        command.env_remove(name);
+    }
+    command
+}
+
+/// `fencelock --node URL… ARGS…`.
+pub fn fencelock(nodes: &[&RedisNode], args: &[&str]) -> Command {
+    let mut command = bare_fencelock();
+    for node in nodes {
+        command.arg("--node").arg(node.url());
+    }
+    command.args(args);
+    command
+}
+
+/// The exit code; fails if fencelock died of a signal.
+pub fn code(output: &Output) -> i32 {
+    output.status.code().expect("fencelock exits, it is not killed")
+}
+
+/// Bytes as text, for assertions.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Whether the lock key of `resource` exists on `node`.
+pub fn key_exists(node: &RedisNode, resource: &str) -> bool {
+    node.command(&["EXISTS", &format!("fencelock:{{{resource}}}")]) == redis::Value::Int(1)
+}
+
+/// Polls `condition` every 10 ms until it holds or `limit` passes; returns
+/// whether it held. For things that must happen "promptly": the limit is a
+/// generous bound, never a measurement.
+pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Spawns with stdout and stderr piped.
+pub fn spawn(command: &mut Command) -> Child {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fencelock")
+}
+
+/// Waits for a child, killing it (and failing) if it hangs.
+pub fn finish(mut child: Child) -> Output {
+    let exited = eventually(Duration::from_secs(30), || {
+        child.try_wait().expect("poll child").is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+        panic!("fencelock did not exit within 30 s");
+    }
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    child.stdout.take().map(|mut s| s.read_to_end(&mut stdout));
+    child.stderr.take().map(|mut s| s.read_to_end(&mut stderr));
+    Output {
+        status: child.wait().expect("reap"),
+        stdout,
+        stderr,
+    }
+}
+
+/// Whether process `pid` exists (a zombie counts as gone: it runs no code).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => process_state(&stat) != Some('Z'),
+        Err(_) => false,
+    }
+}
+
+/// The state letter of a `/proc/PID/stat` line: `R`, `S`, `T` (stopped), `Z`…
+pub fn process_state(stat: &str) -> Option<char> {
+    // The command name is in parentheses and may itself contain spaces or ')'.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.trim_start().chars().next()
+}
+
+/// The state letter of process `pid`, if it exists.
+pub fn state_of(pid: i32) -> Option<char> {
+    process_state(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
