@@ -277,11 +277,14 @@ impl Drop for Cleanup<'_> {
         let key = self.lock_key.to_owned();
         let token = self.token.clone();
         let (refused, patience) = (self.refused, self.patience);
+        // Counted until the task ends, for `Client::settle`.
+        let running = self.nodes.background.start();
         // Runs on the internal runtime even when the attempt was cancelled; the
         // release travels behind the acquire on each connection, so it lands
         // after it. Where that connection broke, it waits for the next one.
         if let Ok(handle) = crate::runtime::handle() {
             handle.spawn(async move {
+                let _running = running;
                 let skip = |i: usize| i < 128 && refused & (1 << i) != 0;
                 nodes
                     .everywhere(&scripts::RELEASE, &[&key], &[token.as_str()], patience, |i| {

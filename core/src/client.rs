@@ -274,6 +274,19 @@ impl Client {
         self.shared.nodes.quorum().needed()
     }
 
+    /// Resolves once the clean-up this client runs in the background has
+    /// finished: the undo (a compare-and-delete on every node that may hold
+    /// it) of each acquire attempt that was cancelled or failed. Each undo is
+    /// bounded by the per-node timeout.
+    ///
+    /// Call it before the process exits, under a time limit of your own:
+    /// background work dies with the process, and an undo never sent leaves
+    /// the attempt's key blocking the resource until its ttl. Locks handed
+    /// out are not waited for: release them.
+    pub async fn settle(&self) {
+        self.shared.nodes.background.idle().await;
+    }
+
     /// Refuses new operations from now on. Held locks can still be released
     /// and keep being renewed until released or dropped.
     pub fn close(&self) {
