@@ -10,6 +10,7 @@ mod signals;
 mod status;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
@@ -40,9 +41,23 @@ async fn dispatch(cli: Cli) -> ExitCode {
             return exit::for_error(e.kind());
         }
     };
-    match &cli.command {
+    let code = match &cli.command {
         Command::Run(args) => run::run(&client, args).await,
         Command::Status(args) => status::status(&client, args).await,
+    };
+    settle(&client, cli.connection.node_timeout).await;
+    code
+}
+
+/// Waits until the undo of every abandoned acquire attempt (cancelled by a
+/// signal, or refused by a majority) has run: it runs in the background and
+/// would die with the process, leaving the attempt's key to block the lock
+/// until its ttl. Each undo is bounded by the node timeout; the bound here is
+/// only a safety net so that fencelock always exits.
+async fn settle(client: &fencelock::Client, node_timeout: Duration) {
+    let bound = node_timeout.saturating_mul(2) + Duration::from_secs(1);
+    if tokio::time::timeout(bound, client.settle()).await.is_err() {
+        tracing::warn!("an abandoned attempt was not undone everywhere; its keys expire at the ttl");
     }
 }
 
