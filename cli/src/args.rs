@@ -38,7 +38,7 @@ pub const CONNECTION_VARS: [&str; 4] = [NODES_VAR, USERNAME_VAR, PASSWORD_VAR, P
       fencelock --node redis://127.0.0.1:6379 status nightly-report\n\n\
       EXIT CODES (run):\n  \
       the command's own exit code, or 128+N if it died of signal N (or if fencelock\n  \
-      got INT, TERM or HUP while waiting for the lock: the command was not run)\n  \
+      got INT, TERM, HUP or QUIT while waiting for the lock: the command was not run)\n  \
       2    bad arguments or configuration\n  \
       69   Redis unavailable: too few nodes answered, or they refused our credentials/TLS\n  \
       75   not acquired: another owner held the lock for all of --wait\n  \
@@ -153,7 +153,21 @@ pub enum Command {
     /// to the storage you write, so a stale holder's writes can be refused), and
     /// none of fencelock's connection variables (FENCELOCK_NODES, FENCELOCK_USERNAME,
     /// FENCELOCK_PASSWORD, FENCELOCK_PASSWORD_FILE).
-    /// INT, TERM and HUP sent to fencelock are forwarded to CMD.
+    ///
+    /// Signals: INT, TERM, HUP, QUIT, USR1 and USR2 sent to fencelock are forwarded to
+    /// CMD's process group (while waiting for the lock, INT, TERM, HUP and QUIT cancel
+    /// the wait; USR1 and USR2 are delivered once CMD starts). A signal ignored when
+    /// fencelock starts (nohup) stays ignored, for CMD too.
+    ///
+    /// Job control: run from a terminal's foreground, CMD gets the foreground, so it can
+    /// read the terminal and gets Ctrl-C, Ctrl-\ and Ctrl-Z directly, once. When CMD
+    /// stops (Ctrl-Z, SIGTSTP to fencelock), fencelock stops with it and renewals stop;
+    /// `fg`, `bg` or SIGCONT resume both. If the lock's validity ran out meanwhile, or
+    /// a renewal finds the lock gone, CMD is stopped as for any loss (exit code 76).
+    ///
+    /// On Linux, CMD is killed (SIGKILL) if fencelock dies without stopping it, even of
+    /// SIGKILL, so it never runs on unlocked. This reaches CMD's first process only: a
+    /// script should `exec` its last command. Other systems have no such signal.
     Run(RunArgs),
     /// Show, per node, whether the lock is held, its remaining ttl and the fencing counter.
     Status(StatusArgs),

@@ -22,7 +22,7 @@ pub const NOT_FOUND: u8 = 127;
 /// The exit code after signal `signal` stopped the wait for the lock:
 /// 128+N, as a shell reports a process that died of signal N.
 pub fn for_signal(signal: nix::sys::signal::Signal) -> u8 {
-    // INT, TERM and HUP are 2, 15 and 1: the sum always fits.
+    // INT, TERM, HUP and QUIT are 2, 15, 1 and 3: the sum always fits.
     128u8.saturating_add(signal as i32 as u8)
 }
 

@@ -8,6 +8,7 @@ mod exit;
 mod run;
 mod signals;
 mod status;
+mod terminal;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -1,13 +1,27 @@
 //! `fencelock run`: hold a lock for exactly as long as a command runs.
+//!
+//! Job control: the command runs in a process group of its own, which gets
+//! the terminal's foreground when fencelock has it (see [`crate::terminal`]).
+//! When the command stops (Ctrl-Z, or reading the terminal from the
+//! background), fencelock takes the terminal back and stops itself with the
+//! same signal, so the shell sees its job stopped; renewals stop with it.
+//! When fencelock is continued (`fg`, `bg`, SIGCONT), it checks that the
+//! lock is still valid, gives the foreground back to the command if it has
+//! it, and continues the command. Without a terminal (cron), fencelock
+//! follows only the stops it asked for itself (a SIGTSTP it was sent): a
+//! command stopped directly keeps its lock renewed, since fencelock cannot
+//! know who would continue it.
 
 use std::process::ExitCode;
 
 use fencelock::{Client, ErrorKind, Lock, LockOptions};
+use nix::sys::signal::Signal;
 
 use crate::args::RunArgs;
 use crate::child::{self, Child};
 use crate::exit;
-use crate::signals::Forwarded;
+use crate::signals::{self, Event, Signals};
+use crate::terminal::Terminal;
 
 /// How the command ended.
 enum Ending {
@@ -21,39 +35,21 @@ pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
     // wait (the attempt is undone) instead of killing fencelock with a grant
     // on its way, and one that comes before the command starts is forwarded
     // to it once it does.
-    let mut signals = match Forwarded::catch() {
+    let mut signals = match Signals::catch() {
         Ok(signals) => signals,
         Err(e) => {
             eprintln!("fencelock: cannot catch signals: {e}");
             return ExitCode::from(exit::SOFTWARE);
         }
     };
-    let options = LockOptions::new(args.ttl).wait(args.wait);
-    let acquired = tokio::select! {
-        acquired = client.acquire(&args.resource, options) => acquired,
-        signal = signals.next() => {
-            eprintln!(
-                "fencelock: {signal} while waiting for the lock '{}'; the command was not run",
-                args.resource
-            );
-            return ExitCode::from(exit::for_signal(signal));
-        }
-    };
-    let lock = match acquired {
+    let mut early = Vec::new();
+    let lock = match wait_for_lock(client, args, &mut signals, &mut early).await {
         Ok(lock) => lock,
-        Err(e) => {
-            let hint = match e.kind() {
-                ErrorKind::NotAcquired | ErrorKind::Timeout => {
-                    "; another owner holds it (try a longer --wait)"
-                }
-                _ => "",
-            };
-            eprintln!("fencelock: {e}{hint}");
-            return exit::for_error(e.kind());
-        }
+        Err(code) => return code,
     };
     tracing::info!(resource = %args.resource, fencing_token = lock.fencing_token(), "lock acquired");
-    let ending = supervise(&lock, args, &mut signals).await;
+    let terminal = Terminal::open();
+    let ending = supervise(&lock, args, &mut signals, terminal.as_ref(), &early).await;
     release(&lock, &ending).await;
     match ending {
         Ok(Ending::Exited(code)) => ExitCode::from(code),
@@ -62,32 +58,171 @@ pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
     }
 }
 
-/// Runs the command until it exits or the lock is lost, forwarding signals.
-async fn supervise(lock: &Lock, args: &RunArgs, signals: &mut Forwarded) -> Result<Ending, u8> {
-    let mut command: Child =
-        child::spawn(&args.command, &args.resource, lock.fencing_token()).map_err(|e| {
+/// Acquires the lock. INT, TERM, HUP and QUIT cancel the wait; USR1 and
+/// USR2 are kept in `early` for the command; SIGTSTP stops fencelock.
+async fn wait_for_lock(
+    client: &Client,
+    args: &RunArgs,
+    signals: &mut Signals,
+    early: &mut Vec<Signal>,
+) -> Result<Lock, ExitCode> {
+    let options = LockOptions::new(args.ttl).wait(args.wait);
+    let acquire = client.acquire(&args.resource, options);
+    tokio::pin!(acquire);
+    let acquired = loop {
+        tokio::select! {
+            acquired = &mut acquire => break acquired,
+            event = signals.next() => match event {
+                Event::Forward(signal) if signals::cancels_waiting(signal) => {
+                    eprintln!(
+                        "fencelock: {signal} while waiting for the lock '{}'; the command was not run",
+                        args.resource
+                    );
+                    return Err(ExitCode::from(exit::for_signal(signal)));
+                }
+                Event::Forward(signal) if !early.contains(&signal) => early.push(signal),
+                // Ctrl-Z reached fencelock's whole process group already.
+                Event::Stop => signals::stop_self(Signal::SIGTSTP, false),
+                Event::Forward(_) | Event::Continued | Event::ChildChanged => {}
+            }
+        }
+    };
+    acquired.map_err(|e| {
+        let hint = match e.kind() {
+            ErrorKind::NotAcquired | ErrorKind::Timeout => "; another owner holds it (try a longer --wait)",
+            _ => "",
+        };
+        eprintln!("fencelock: {e}{hint}");
+        exit::for_error(e.kind())
+    })
+}
+
+/// Runs the command until it exits or the lock is lost; `early` are
+/// signals that came while waiting for the lock, forwarded once it starts.
+async fn supervise(
+    lock: &Lock,
+    args: &RunArgs,
+    signals: &mut Signals,
+    terminal: Option<&Terminal>,
+    early: &[Signal],
+) -> Result<Ending, u8> {
+    let foreground = terminal.filter(|terminal| terminal.fencelock_in_foreground());
+    let command =
+        child::spawn(&args.command, &args.resource, lock.fencing_token(), foreground).map_err(|e| {
             eprintln!("fencelock: {}", e.message);
             e.code
         })?;
-    loop {
-        tokio::select! {
-            status = command.wait() => return status.map(|s| Ending::Exited(child::exit_code(s))).map_err(|e| {
-                eprintln!("fencelock: lost track of the command: {e}");
-                exit::SOFTWARE
-            }),
-            reason = lock.lost() => {
-                eprintln!(
-                    "fencelock: lost the lock '{}': {reason}; stopping the command (SIGTERM, SIGKILL after {:?})",
-                    args.resource, args.grace
-                );
-                let _ = command.terminate(args.grace).await;
-                return Ok(Ending::Lost);
-            }
-            signal = signals.next() => {
-                tracing::info!(%signal, "forwarding signal to the command");
-                command.signal(signal);
+    let mut job = Job {
+        lock,
+        args,
+        command,
+        terminal,
+        stop_requested: false,
+    };
+    for &signal in early {
+        job.command.signal(signal);
+    }
+    let ending = job.run(signals).await;
+    if let Some(terminal) = terminal {
+        // The shell expects its job, fencelock, in the foreground until it exits.
+        terminal.take_back_from(job.command.group());
+    }
+    ending
+}
+
+/// A running command and what fencelock knows about it.
+struct Job<'a> {
+    lock: &'a Lock,
+    args: &'a RunArgs,
+    command: Child,
+    terminal: Option<&'a Terminal>,
+    /// fencelock was sent SIGTSTP and passed it on: follow the command's next stop.
+    stop_requested: bool,
+}
+
+impl Job<'_> {
+    async fn run(&mut self, signals: &mut Signals) -> Result<Ending, u8> {
+        loop {
+            tokio::select! {
+                status = self.command.wait() => {
+                    return status.map(|s| Ending::Exited(child::exit_code(s))).map_err(|e| {
+                        eprintln!("fencelock: lost track of the command: {e}");
+                        exit::SOFTWARE
+                    });
+                }
+                reason = self.lock.lost() => return Ok(self.stop_after_loss(&reason.to_string()).await),
+                event = signals.next() => {
+                    if !self.handle(event) {
+                        let why = "its validity ran out while fencelock was stopped";
+                        return Ok(self.stop_after_loss(why).await);
+                    }
+                }
             }
         }
+    }
+
+    /// Acts on one signal; false when the lock turned out lost on resuming.
+    fn handle(&mut self, event: Event) -> bool {
+        match event {
+            Event::Forward(signal) => {
+                tracing::info!(%signal, "forwarding signal to the command");
+                self.command.signal(signal);
+                true
+            }
+            Event::Stop => {
+                self.stop_requested = true;
+                self.command.signal(Signal::SIGTSTP);
+                true
+            }
+            Event::Continued => self.resume(),
+            Event::ChildChanged => match self.command.stopped() {
+                Some(signal) if self.terminal.is_some() || self.stop_requested => {
+                    self.stop_with_command(signal);
+                    self.resume()
+                }
+                _ => true,
+            },
+        }
+    }
+
+    /// The command stopped: stop fencelock too, and return once it is continued.
+    fn stop_with_command(&mut self, signal: Signal) {
+        self.stop_requested = false;
+        let group = self.command.group();
+        // Stopped from the terminal (Ctrl-Z): the terminal would have stopped
+        // fencelock's whole process group, had it not handed it the foreground.
+        let from_terminal = self.terminal.is_some_and(|t| t.in_foreground(group));
+        if let Some(terminal) = self.terminal {
+            terminal.take_back_from(group);
+        }
+        tracing::info!(%signal, "the command stopped; stopping with it");
+        signals::stop_self(signal, from_terminal);
+    }
+
+    /// fencelock was continued: continue the command, in the foreground if
+    /// fencelock has it. False if the lock's validity ran out meanwhile
+    /// (stopped for longer than the ttl): the command must not run on.
+    fn resume(&mut self) -> bool {
+        if !self.lock.is_held() {
+            return false;
+        }
+        if let Some(terminal) = self.terminal
+            && terminal.fencelock_in_foreground()
+        {
+            terminal.give_to(self.command.group());
+        }
+        self.command.signal(Signal::SIGCONT);
+        true
+    }
+
+    /// Reports the loss and stops the command: SIGTERM, SIGKILL after the grace.
+    async fn stop_after_loss(&mut self, reason: &str) -> Ending {
+        eprintln!(
+            "fencelock: lost the lock '{}': {reason}; stopping the command (SIGTERM, SIGKILL after {:?})",
+            self.args.resource, self.args.grace
+        );
+        let _ = self.command.terminate(self.args.grace).await;
+        Ending::Lost
     }
 }
 

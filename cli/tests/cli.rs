@@ -165,10 +165,18 @@ fn exit_codes_follow_the_documented_table() {
         code(&output(&nodes, &["run", "codes", "--", "/nonexistent/command"])),
         127
     );
-    assert_eq!(
-        code(&output(&nodes, &["run", "codes", "--", "/etc/hostname"])),
-        126
-    );
+    // A file without execute permission (rather than some system file, whose
+    // mode varies between machines).
+    let not_executable = std::env::temp_dir().join(format!("fencelock-cli-noexec-{}", std::process::id()));
+    std::fs::write(&not_executable, "echo ran\n").unwrap();
+    std::fs::set_permissions(
+        &not_executable,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let cannot = output(&nodes, &["run", "codes", "--", not_executable.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&not_executable);
+    assert_eq!(code(&cannot), 126, "{}", text(&cannot.stderr));
 
     let held = hold(&nodes, "codes-held");
     // One try: a generous node timeout, so a slow answer on a busy machine is
@@ -321,6 +329,9 @@ fn signals_are_forwarded_and_the_lock_released_after_the_command_exits() {
         (libc::SIGINT, "INT", 3),
         (libc::SIGTERM, "TERM", 4),
         (libc::SIGHUP, "HUP", 5),
+        (libc::SIGQUIT, "QUIT", 6),
+        (libc::SIGUSR1, "USR1", 8),
+        (libc::SIGUSR2, "USR2", 9),
     ] {
         let resource = format!("forward-{name}");
         let (script, ready) = trapping_command(&format!("trap 'echo got {name}; exit {exit}' {name}"), name);
@@ -345,6 +356,7 @@ fn signals_are_forwarded_and_the_lock_released_after_the_command_exits() {
         (libc::SIGINT, "INT"),
         (libc::SIGTERM, "TERM"),
         (libc::SIGHUP, "HUP"),
+        (libc::SIGQUIT, "QUIT"),
     ] {
         let before = acquire_attempts(&nodes[0]);
         let child = spawn(&mut fencelock(

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use fencelock_harness::RedisNode;
 
+pub mod pty;
+
 /// The `fencelock` binary under test, with no FENCELOCK_* variable inherited
 /// from the environment the tests run in.
 pub fn bare_fencelock() -> Command {
@@ -103,12 +105,64 @@ pub fn alive(pid: i32) -> bool {
 
 /// The state letter of a `/proc/PID/stat` line: `R`, `S`, `T` (stopped), `Z`…
 pub fn process_state(stat: &str) -> Option<char> {
+    stat_fields(stat)?.first()?.chars().next()
+}
+
+/// The fields of a `/proc/PID/stat` line after the command name: state,
+/// ppid, pgrp, session, tty_nr, tpgid, …
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
     // The command name is in parentheses and may itself contain spaces or ')'.
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.trim_start().chars().next()
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace().collect())
 }
 
 /// The state letter of process `pid`, if it exists.
 pub fn state_of(pid: i32) -> Option<char> {
     process_state(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// A numeric field of process `pid`'s stat line (1 = ppid, 2 = pgrp, 5 = the
+/// terminal's foreground process group), if the process exists.
+fn stat_number(pid: i32, field: usize) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_fields(&stat)?.get(field)?.parse().ok()
+}
+
+/// The parent of process `pid`.
+pub fn parent_of(pid: i32) -> Option<i32> {
+    stat_number(pid, 1)
+}
+
+/// The process group of process `pid`.
+pub fn group_of(pid: i32) -> Option<i32> {
+    stat_number(pid, 2)
+}
+
+/// The foreground process group of process `pid`'s controlling terminal.
+pub fn terminal_foreground_of(pid: i32) -> Option<i32> {
+    stat_number(pid, 5)
+}
+
+/// Whether process `pid` is stopped (`T`).
+pub fn stopped(pid: i32) -> bool {
+    state_of(pid) == Some('T')
+}
+
+/// Sends `signal` to `pid`, a process this test started (directly or
+/// through the fencelock it started).
+pub fn signal(pid: i32, signal: i32) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(pid, signal) };
+}
+
+/// Kills the processes a test learned about, if still there: no orphan outlives a test.
+pub struct Reap(pub Vec<i32>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            if alive(pid) {
+                signal(pid, libc::SIGKILL);
+            }
+        }
+    }
 }
