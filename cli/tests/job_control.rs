@@ -151,6 +151,27 @@ fn a_lock_lost_while_stopped_stops_the_command_after_fg() {
 }
 
 #[test]
+fn a_lock_that_expired_while_stopped_is_not_resumed() {
+    let node = RedisNode::start(&NodeOptions::default());
+    let mut terminal = terminal_for(&node);
+    let script = command_script("expired-while-stopped", false);
+    let (command, fencelock) = start(&mut terminal, "--ttl 1s", "stopped-expiry", &script);
+    let _reap = Reap(vec![command, fencelock]);
+
+    terminal.send(CTRL_Z);
+    terminal.expect("Stopped");
+    assert!(eventually(PROMPTLY, || stopped(command) && stopped(fencelock)));
+    // Stopped for longer than the ttl: no renewal, the key expires.
+    assert!(eventually(PROMPTLY, || !key_exists(&node, "stopped-expiry")));
+    terminal.type_line("fg");
+    terminal.expect("lost the lock 'stopped-expiry'");
+    terminal.expect("got TERM");
+    terminal.expect("PROMPT> ");
+    assert_eq!(terminal.last_status(), 76, "{}", terminal.screen());
+    assert!(eventually(PROMPTLY, || !alive(command)));
+}
+
+#[test]
 fn an_interactive_command_reads_the_terminal_and_gets_each_signal_once() {
     let node = RedisNode::start(&NodeOptions::default());
     let mut terminal = terminal_for(&node);
