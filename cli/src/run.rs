@@ -118,6 +118,7 @@ async fn supervise(
         command,
         terminal,
         stop_requested: false,
+        continued_early: false,
     };
     for &signal in early {
         job.command.signal(signal);
@@ -138,6 +139,11 @@ struct Job<'a> {
     terminal: Option<&'a Terminal>,
     /// fencelock was sent SIGTSTP and passed it on: follow the command's next stop.
     stop_requested: bool,
+    /// fencelock resumed the command right after being continued: the
+    /// SIGCONT that continued it is still to come as an event, and must not
+    /// continue the command a second time (by then it may have been stopped
+    /// again, by a quick Ctrl-Z).
+    continued_early: bool,
 }
 
 impl Job<'_> {
@@ -174,10 +180,15 @@ impl Job<'_> {
                 self.command.signal(Signal::SIGTSTP);
                 true
             }
+            Event::Continued if self.continued_early => {
+                self.continued_early = false;
+                true
+            }
             Event::Continued => self.resume(),
             Event::ChildChanged => match self.command.stopped() {
                 Some(signal) if self.terminal.is_some() || self.stop_requested => {
                     self.stop_with_command(signal);
+                    self.continued_early = true;
                     self.resume()
                 }
                 _ => true,

@@ -250,12 +250,34 @@ fn without_a_terminal_tstp_and_cont_stop_and_resume_both() {
     let script = command_script("cron", false);
     let mut child = common::spawn(
         common::bare_fencelock()
-            .args(["--node", &node.url(), "run", "tstp-cron", "--", "bash"])
+            .args([
+                "--node",
+                &node.url(),
+                "run",
+                "--ttl",
+                "1s",
+                "tstp-cron",
+                "--",
+                "bash",
+            ])
             .arg(&script),
     );
     let fencelock = child.id() as i32;
     let (command, _output) = command_pid(&mut child);
     let _reap = Reap(vec![command, fencelock]);
+
+    // Stopping the command alone (an operator's kill -STOP) does not stop
+    // fencelock: it goes on renewing the lock while its command exists.
+    signal(command, libc::SIGSTOP);
+    assert!(eventually(PROMPTLY, || stopped(command)));
+    let renewals = node.command_calls("evalsha");
+    assert!(
+        eventually(PROMPTLY, || node.command_calls("evalsha") >= renewals + 2),
+        "no renewal while the command was stopped"
+    );
+    assert!(!stopped(fencelock));
+    signal(command, libc::SIGCONT);
+    assert!(eventually(PROMPTLY, || !stopped(command)));
 
     signal(fencelock, libc::SIGTSTP);
     assert!(
@@ -271,12 +293,6 @@ fn without_a_terminal_tstp_and_cont_stop_and_resume_both() {
         stopped(command),
         stopped(fencelock)
     );
-    // Stopping the command alone (an operator's kill -STOP) does not stop
-    // fencelock: it keeps the lock renewed while its command exists.
-    signal(command, libc::SIGSTOP);
-    assert!(eventually(PROMPTLY, || stopped(command)));
-    assert!(!stopped(fencelock));
-    signal(command, libc::SIGCONT);
     signal(fencelock, libc::SIGTERM);
     let status = child.wait().expect("reap fencelock");
     assert_eq!(status.code(), Some(0), "the command's TERM trap exits 0");
