@@ -53,6 +53,13 @@ pub fn spawn(
         builder.env_remove(name);
     }
     let fencelock = nix::unistd::getpid();
+    // SAFETY: gettid has no preconditions.
+    #[cfg(target_os = "linux")]
+    debug_assert_eq!(
+        unsafe { libc::gettid() },
+        fencelock.as_raw(),
+        "the command must be started on the main thread: its death signal follows the starting thread"
+    );
     let tty = foreground.map(Terminal::raw_fd);
     // SAFETY: `before_exec` makes only async-signal-safe system calls.
     unsafe { builder.pre_exec(move || before_exec(fencelock, tty)) };
