@@ -83,6 +83,11 @@
 #define FENCELOCK_MAX_QUEUED_EVENTS 1024
 
 /**
+ * The largest holder id: ids fit a signed 64-bit SQL column.
+ */
+#define FENCELOCK_MAX_HOLDER_ID 9223372036854775807
+
+/**
  * The result of every fallible function. Values are stable and grouped:
  * `0` is success; `1..=99` mirror the core's error kinds (the same numbers
  * every front uses); `100..=199` are mistakes in the call itself; `200` and
@@ -388,6 +393,23 @@ typedef struct fencelock_event {
 typedef void (*fencelock_event_callback)(void *user_data, const struct fencelock_event *event);
 
 /**
+ * What a fenced write carries: a fencing token and the holder id of the
+ * grant it comes from ([`crate::fencelock_lock_fence`]). Storage accepts it
+ * over an equal token only from the same grant. `holder` 0 is a bare token,
+ * which writes only where every stored token is older.
+ */
+typedef struct fencelock_fence {
+  /**
+   * The fencing token.
+   */
+  uint64_t token;
+  /**
+   * The grant's holder id, 1 to `FENCELOCK_MAX_HOLDER_ID`; 0 for a bare token.
+   */
+  uint64_t holder;
+} fencelock_fence;
+
+/**
  * Called once when an acquire started by [`fencelock_acquire_async`] ends,
  * on fencelock's callback thread.
  *
@@ -588,15 +610,19 @@ fencelock_status fencelock_client_next_event(const struct fencelock_client *clie
 void fencelock_event_clear(struct fencelock_event *event);
 
 /**
- * Writes `value` to the Redis key `key` only if `fencing_token` is at least
- * the token of the last write to it (docs/protocol.md, FENCED_SET), so a
- * paused former holder cannot overwrite newer data.
+ * Writes `value` to the Redis key `key` only if `fencing_token` is larger
+ * than the token of the last write to it (docs/protocol.md, FENCED_SET), so
+ * a paused former holder cannot overwrite newer data. A bare token cannot
+ * prove it comes from the grant that wrote last, so an equal token is
+ * refused: to write again with the same token, use
+ * [`fencelock_fenced_set_fence`] with the lock's fence.
  *
  * Statuses: `OK`; `STALE_TOKEN` (a newer holder already wrote: stop);
- * `UNAVAILABLE`; `INVALID_ARGUMENT`, `INVALID_UTF8`, `NULL_ARGUMENT`.
+ * `UNAVAILABLE`; `INVALID_ARGUMENT` (also for a key of the form of a lock
+ * key, `<prefix>{…`), `INVALID_UTF8`, `NULL_ARGUMENT`.
  * `key` and `value` are NUL-terminated UTF-8, borrowed for the call.
  *
- * Blocks for one round trip per node. Thread-safe.
+ * Blocks for one round trip. Thread-safe.
  *
  * # Safety
  * `client` is NULL or live; `key`/`value` are NULL or NUL-terminated;
@@ -607,6 +633,27 @@ fencelock_status fencelock_fenced_set(const struct fencelock_client *client,
                                       const char *value,
                                       uint64_t fencing_token,
                                       struct fencelock_error **error);
+
+/**
+ * Writes `value` to the Redis key `key` only if `fence` is newer than the
+ * last write's: a larger token, or the same token from the same grant
+ * (`holder` equal and not 0). Pass the lock's fence
+ * ([`crate::fencelock_lock_fence`]): one holder may write repeatedly, and
+ * a second holder that got the same token (after a node lost its counter,
+ * docs/protocol.md §5) is refused.
+ *
+ * Statuses: as [`fencelock_fenced_set`]; `INVALID_ARGUMENT` also for a
+ * holder above `FENCELOCK_MAX_HOLDER_ID`. Blocks for one round trip.
+ * Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_fenced_set`].
+ */
+fencelock_status fencelock_fenced_set_fence(const struct fencelock_client *client,
+                                            const char *key,
+                                            const char *value,
+                                            struct fencelock_fence fence,
+                                            struct fencelock_error **error);
 
 /**
  * Reads a value written by [`fencelock_fenced_set`] and the token that wrote it.
@@ -705,6 +752,18 @@ const char *fencelock_lock_resource(const struct fencelock_lock *lock);
  * `lock` is NULL or live; `out` is NULL or writable.
  */
 fencelock_status fencelock_lock_fencing_token(const struct fencelock_lock *lock, uint64_t *out);
+
+/**
+ * Writes what a fenced write of this holder carries: the fencing token and
+ * this grant's holder id (see [`crate::fencelock_fenced_set_fence`]).
+ *
+ * Never blocks; thread-safe.
+ *
+ * # Safety
+ * `lock` is NULL or live; `out` is NULL or writable.
+ */
+fencelock_status fencelock_lock_fence(const struct fencelock_lock *lock,
+                                      struct fencelock_fence *out);
 
 /**
  * Writes whether the lock is held: not released, not lost, and its

@@ -87,6 +87,25 @@ export interface NodeLockState {
   error?: string
 }
 
+/**
+ * What a fenced write carries: a fencing token and the holder id of its
+ * grant. Storage accepts it over an equal token only from the same grant.
+ * `new Fence(token)` is a bare token (holder `0n`): it writes only where every
+ * stored token is older. `String(fence)` is `"token:holder"`.
+ */
+export declare class Fence {
+  constructor(token: bigint | number, holder?: bigint | number)
+  /** Reads `"token:holder"` (or a bare `"token"`); `RangeError` otherwise. */
+  static parse(text: string): Fence
+  readonly token: bigint
+  /** 1n to `MAX_HOLDER_ID` for a grant; 0n for a bare token. */
+  readonly holder: bigint
+  toString(): string
+}
+
+/** The largest holder id (2n**63n-1n): ids fit a signed 64-bit SQL column. */
+export declare const MAX_HOLDER_ID: bigint
+
 /** What `client.fencedGet()` reads. */
 export interface FencedValue {
   /** The stored value. */
@@ -128,11 +147,13 @@ export declare class Client implements AsyncDisposable {
   ): Promise<T>
   using<T>(resource: string, fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>): Promise<T>
   /**
-   * Writes `value` to the Redis hash `key` (fields `value`, `fence`) on the
-   * first node, only if `fencingToken` is not older than the last write's;
-   * otherwise rejects with `StaleTokenError`.
+   * Writes `value` to the Redis hash `key` (fields `value`, `fence`,
+   * `holder`) on the first node, only if `fence` (`lock.fence`) is newer than
+   * the last write's: a larger token, or the same token from the same grant.
+   * A bare token (bigint) writes only where every stored token is older.
+   * Otherwise rejects with `StaleTokenError`.
    */
-  fencedSet(key: string, value: string, fencingToken: bigint | number): Promise<void>
+  fencedSet(key: string, value: string, fence: Fence | string | bigint | number): Promise<void>
   /** Reads what `fencedSet` stored, or `null`. */
   fencedGet(key: string): Promise<FencedValue | null>
   /** Each node's view of `resource` (held, ttl, fencing counter), for operators. */
@@ -156,6 +177,8 @@ export declare class Lock implements AsyncDisposable {
   private constructor()
   /** The fencing token: strictly greater than every earlier holder's. Pass it with every write to the protected storage. */
   readonly fencingToken: bigint
+  /** What a fenced write of this holder carries: the token and this grant's holder id. */
+  readonly fence: Fence
   /** The resource this lock protects. */
   readonly resource: string
   /** Whole ms the lock stays valid without another renewal; 0 when not held. */

@@ -370,18 +370,56 @@ function clientArgs(opts) {
   }
 }
 
-function tokenArg(value) {
+function tokenArg(value, name = 'fencingToken', max = 0xffffffffffffffffn) {
   if (typeof value === 'bigint') {
-    if (value < 0n || value > 0xffffffffffffffffn) {
-      throw new RangeError(`fencingToken must be from 0n to 2n**64n-1n, got ${value}n`)
+    if (value < 0n || value > max) {
+      throw new RangeError(`${name} must be from 0n to ${max}n, got ${value}n`)
     }
     return value
   }
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value)
   if (typeof value === 'number' && !Number.isNaN(value)) {
-    throw new RangeError(`fencingToken must be a non-negative whole number (use the lock's bigint), got ${value}`)
+    throw new RangeError(`${name} must be a non-negative whole number (use the lock's bigint), got ${value}`)
   }
-  throw new TypeError(`fencingToken must be a bigint (lock.fencingToken), got ${describe(value)}`)
+  throw new TypeError(`${name} must be a bigint (lock.fencingToken), got ${describe(value)}`)
+}
+
+// ---------------------------------------------------------------- Fence
+
+/** The largest holder id: ids fit a signed 64-bit SQL column. */
+const MAX_HOLDER_ID = 0x7fffffffffffffffn
+
+/**
+ * What a fenced write carries: a fencing token and the holder id of its
+ * grant. Storage accepts it over an equal token only from the same grant;
+ * `new Fence(token)` is a bare token (holder 0n), which writes only where
+ * every stored token is older. `String(fence)` is `"token:holder"`.
+ */
+class Fence {
+  constructor(token, holder = 0n) {
+    this.token = tokenArg(token, 'token')
+    this.holder = tokenArg(holder, 'holder', MAX_HOLDER_ID)
+    Object.freeze(this)
+  }
+
+  /** Reads `"token:holder"` (or a bare `"token"`). */
+  static parse(text) {
+    if (typeof text !== 'string') throw new TypeError(`a fence's text must be a string, got ${describe(text)}`)
+    const match = /^(\d+)(?::(\d+))?$/.exec(text)
+    if (match === null) throw new RangeError(`'${text}' is not a fence: expected token:holder or a bare token`)
+    return new Fence(BigInt(match[1]), BigInt(match[2] ?? '0'))
+  }
+
+  toString() {
+    return `${this.token}:${this.holder}`
+  }
+}
+
+/** A `fence` argument: a `Fence` (`lock.fence`), its text, or a bare token. */
+function fenceArg(value) {
+  if (value instanceof Fence) return value
+  if (typeof value === 'string') return Fence.parse(value)
+  return new Fence(tokenArg(value))
 }
 
 // ---------------------------------------------------------------- Lock
@@ -399,6 +437,8 @@ class Lock {
   #handle
   /** The fencing token, read once (it never changes). */
   #token
+  /** The `Fence`, made once. */
+  #fence
   /** The loss `AbortController`, made on first read of `signal`. */
   #controller
 
@@ -410,6 +450,11 @@ class Lock {
   /** The fencing token: strictly greater than every earlier holder's. */
   get fencingToken() {
     return (this.#token ??= native.lockFencingToken(this.#handle))
+  }
+
+  /** What a fenced write of this holder carries: `client.fencedSet(key, value, lock.fence)`. */
+  get fence() {
+    return (this.#fence ??= new Fence(this.fencingToken, native.lockHolder(this.#handle)))
   }
 
   /** The resource this lock protects. */
@@ -524,14 +569,22 @@ class Client {
     const canceller = new native.Canceller()
     const onAbort = () => canceller.cancel()
     signal.addEventListener('abort', onAbort, { once: true })
+    let lock
     try {
-      return toLock(await this.#native.acquire(resource, args[0], args[1], args[2], args[3], args[4], canceller))
+      lock = toLock(await this.#native.acquire(resource, args[0], args[1], args[2], args[3], args[4], canceller))
     } catch (error) {
       if (signal.aborted) throw signal.reason
       throw error
     } finally {
       signal.removeEventListener('abort', onAbort)
     }
+    if (signal.aborted) {
+      // The grant won the race with the abort: nobody wants this lock now.
+      // Release it rather than leave its key blocking the resource for its ttl.
+      lock.release().catch(() => {})
+      throw signal.reason
+    }
+    return lock
   }
 
   /** One attempt: the lock, or `null` when it is held elsewhere. */
@@ -570,20 +623,21 @@ class Client {
   }
 
   /**
-   * Writes `value` to the Redis hash `key` on the first node only if
-   * `fencingToken` is not older than the last write's; otherwise rejects with
-   * `StaleTokenError`.
+   * Writes `value` to the Redis hash `key` on the first node only if `fence`
+   * (`lock.fence`) is newer than the last write's: a larger token, or the
+   * same token from the same grant. A bare token (bigint) writes only where
+   * every stored token is older. Otherwise rejects with `StaleTokenError`.
    */
-  fencedSet(key, value, fencingToken) {
-    let token
+  fencedSet(key, value, fence) {
+    let checked
     try {
       text('key', key, { maxBytes: native.MAX_RESOURCE_LEN })
       if (typeof value !== 'string') throw new TypeError(`value must be a string, got ${describe(value)}`)
-      token = tokenArg(fencingToken)
+      checked = fenceArg(fence)
     } catch (error) {
       return Promise.reject(error)
     }
-    return this.#native.fencedSet(key, value, token)
+    return this.#native.fencedSet(key, value, checked.token, checked.holder)
   }
 
   /** Reads what `fencedSet` stored: `{ value, fencingToken }`, or `null`. */
@@ -623,6 +677,7 @@ class Client {
 module.exports = {
   Client,
   Lock,
+  Fence,
   FenceLockError,
   NotAcquiredError,
   LockTimeoutError,
@@ -638,6 +693,7 @@ module.exports = {
   MIN_TTL_MS: native.MIN_TTL_MS,
   MAX_TTL_MS: native.MAX_TTL_MS,
   MAX_WAIT_MS,
+  MAX_HOLDER_ID,
   MAX_RESOURCE_LEN: native.MAX_RESOURCE_LEN,
   VERSION: native.VERSION,
 }

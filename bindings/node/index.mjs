@@ -4,6 +4,7 @@ import fencelock from './index.js'
 export const {
   Client,
   Lock,
+  Fence,
   FenceLockError,
   NotAcquiredError,
   LockTimeoutError,
@@ -19,6 +20,7 @@ export const {
   MIN_TTL_MS,
   MAX_TTL_MS,
   MAX_WAIT_MS,
+  MAX_HOLDER_ID,
   MAX_RESOURCE_LEN,
   VERSION,
 } = fencelock

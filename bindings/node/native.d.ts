@@ -34,11 +34,12 @@ export declare class NativeClient {
   /** One attempt: resolves `null` when the lock is held elsewhere. */
   tryAcquire(resource: string, ttlMs?: number | undefined | null, autoRenew?: boolean | undefined | null, maxHoldMs?: number | undefined | null, maxRenewals?: number | undefined | null): Promise<unknown | null>
   /**
-   * Writes `value` to the hash `key` on the first node, only if
-   * `fencingToken` is not older than the last write's; rejects with
-   * `StaleTokenError` otherwise.
+   * Writes `value` to the hash `key` on the first node, only if the fence
+   * (`fencingToken`, `holder`) is newer than the last write's: a larger
+   * token, or the same token from the same grant (holder 0: a bare token);
+   * rejects with `StaleTokenError` otherwise.
    */
-  fencedSet(key: string, value: string, fencingToken: bigint): Promise<void>
+  fencedSet(key: string, value: string, fencingToken: bigint, holder: bigint): Promise<void>
   /** Reads what `fencedSet` stored, or `null`. */
   fencedGet(key: string): Promise<FencedValue | null>
   /** Each node's view of `resource`. */
@@ -109,6 +110,9 @@ export declare function lockExtend(handle: unknown, ttlMs: number): Promise<void
 
 /** The fencing token, strictly greater than every earlier holder's. */
 export declare function lockFencingToken(handle: unknown): bigint
+
+/** This grant's holder id, for fenced writes (`lock.fence`). */
+export declare function lockHolder(handle: unknown): bigint
 
 /** True while held and its validity (local monotonic clock) has not run out. */
 export declare function lockIsHeld(handle: unknown): boolean

@@ -840,6 +840,7 @@ module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.init = nativeBinding.init
 module.exports.lockExtend = nativeBinding.lockExtend
 module.exports.lockFencingToken = nativeBinding.lockFencingToken
+module.exports.lockHolder = nativeBinding.lockHolder
 module.exports.lockIsHeld = nativeBinding.lockIsHeld
 module.exports.lockRelease = nativeBinding.lockRelease
 module.exports.lockRemainingMs = nativeBinding.lockRemainingMs

@@ -149,8 +149,10 @@ pub enum TlsMinVersion {
 pub enum Command {
     /// Acquire the lock, run CMD while keeping it renewed, release it when CMD exits.
     ///
-    /// CMD gets FENCELOCK_RESOURCE and FENCELOCK_TOKEN (the fencing token: pass it
-    /// to the storage you write, so a stale holder's writes can be refused), and
+    /// CMD gets FENCELOCK_RESOURCE, FENCELOCK_TOKEN (the fencing token: pass it
+    /// to the storage you write, so a stale holder's writes can be refused) and
+    /// FENCELOCK_FENCE (token:holder, the token with this grant's holder id, for
+    /// storage that must tell two holders of an equal token apart), and
     /// none of fencelock's connection variables (FENCELOCK_NODES, FENCELOCK_USERNAME,
     /// FENCELOCK_PASSWORD, FENCELOCK_PASSWORD_FILE).
     ///

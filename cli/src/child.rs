@@ -29,8 +29,9 @@ pub struct SpawnError {
     pub message: String,
 }
 
-/// Starts `command` with the lock's resource and fencing token in its
-/// environment, and none of fencelock's connection settings. With
+/// Starts `command` with the lock's resource, fencing token and fence
+/// (`token:holder`) in its environment, and none of fencelock's connection
+/// settings. With
 /// `foreground`, the command's process group becomes the terminal's
 /// foreground group before the command runs.
 ///
@@ -39,7 +40,7 @@ pub struct SpawnError {
 pub fn spawn(
     command: &[String],
     resource: &str,
-    fencing_token: u64,
+    fence: fencelock::Fence,
     foreground: Option<&Terminal>,
 ) -> Result<Child, SpawnError> {
     let (program, args) = command.split_first().expect("clap requires a command");
@@ -47,7 +48,8 @@ pub fn spawn(
     builder
         .args(args)
         .env("FENCELOCK_RESOURCE", resource)
-        .env("FENCELOCK_TOKEN", fencing_token.to_string())
+        .env("FENCELOCK_TOKEN", fence.token.to_string())
+        .env("FENCELOCK_FENCE", fence.to_string())
         .process_group(0);
     for name in CONNECTION_VARS {
         builder.env_remove(name);

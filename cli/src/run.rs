@@ -107,11 +107,10 @@ async fn supervise(
     early: &[Signal],
 ) -> Result<Ending, u8> {
     let foreground = terminal.filter(|terminal| terminal.fencelock_in_foreground());
-    let command =
-        child::spawn(&args.command, &args.resource, lock.fencing_token(), foreground).map_err(|e| {
-            eprintln!("fencelock: {}", e.message);
-            e.code
-        })?;
+    let command = child::spawn(&args.command, &args.resource, lock.fence(), foreground).map_err(|e| {
+        eprintln!("fencelock: {}", e.message);
+        e.code
+    })?;
     let mut job = Job {
         lock,
         args,

@@ -271,7 +271,7 @@ fn the_command_sees_its_resource_and_fencing_token() {
             "--",
             "sh",
             "-c",
-            "echo \"$FENCELOCK_RESOURCE $FENCELOCK_TOKEN\"",
+            "echo \"$FENCELOCK_RESOURCE $FENCELOCK_TOKEN $FENCELOCK_FENCE\"",
         ],
     );
     assert_eq!(code(&run), 0, "{}", text(&run.stderr));
@@ -279,7 +279,13 @@ fn the_command_sees_its_resource_and_fencing_token() {
     let redis::Value::BulkString(counter) = counter else {
         panic!("no fencing counter: {counter:?}")
     };
-    assert_eq!(text(&run.stdout).trim(), format!("env-check {}", text(&counter)));
+    let out = text(&run.stdout);
+    let words: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(words[..2], ["env-check", text(&counter).as_str()], "{out}");
+    // FENCELOCK_FENCE is token:holder, the same token with this grant's holder id.
+    let fence: fencelock::Fence = words[2].parse().expect("FENCELOCK_FENCE parses as a fence");
+    assert_eq!(fence.token.to_string(), words[1]);
+    assert!(fence.holder >= 1, "{out}");
     assert!(
         !key_exists(&nodes[0], "env-check"),
         "released after the command exited"

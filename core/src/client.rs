@@ -276,8 +276,10 @@ impl Client {
 
     /// Resolves once the clean-up this client runs in the background has
     /// finished: the undo (a compare-and-delete on every node that may hold
-    /// it) of each acquire attempt that was cancelled or failed. Each undo is
-    /// bounded by the per-node timeout.
+    /// it) of each acquire attempt that was cancelled or failed, and the
+    /// part of each release still on its way to slower nodes. Each is
+    /// bounded by the connect timeout (for a node reconnecting) plus the
+    /// per-node timeout.
     ///
     /// Call it before the process exits, under a time limit of your own:
     /// background work dies with the process, and an undo never sent leaves

@@ -18,6 +18,7 @@
 //! connection works. TCP keepalive and `TCP_USER_TIMEOUT` let the kernel
 //! notice a dead peer as well, idle or not.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -209,6 +210,9 @@ struct Shared {
     persistence: PersistencePolicy,
     connect_timeout: Duration,
     state: Mutex<State>,
+    /// Whether a request timed out on the live connection since its last
+    /// answer (`State::timeouts_in_a_row > 0`), readable without the lock.
+    timed_out: AtomicBool,
     /// Wakes requests waiting for a connection when an attempt ends.
     changed: Notify,
 }
@@ -266,6 +270,7 @@ impl Slot {
             persistence,
             connect_timeout,
             state: Mutex::new(State::default()),
+            timed_out: AtomicBool::new(false),
             changed: Notify::new(),
         }))
     }
@@ -331,22 +336,30 @@ impl Live {
     /// [`STALL_LIMIT`] timeouts in a row replace it too.
     pub(crate) fn settle(&self, sent: Sent<'_>) {
         let shared = &self.slot;
+        let answered = match sent {
+            Sent::Answered => true,
+            Sent::Failed(err) => !is_broken(err),
+            Sent::TimedOut => false,
+        };
+        // The common case, an answer with no timeout to forget, takes no lock.
+        if answered && !shared.timed_out.load(Ordering::Relaxed) {
+            return;
+        }
         let mut state = shared.state();
         if state.generation != self.generation || state.live.is_none() {
             return; // already replaced
         }
         let why = match sent {
-            Sent::Answered => {
+            _ if answered => {
                 state.timeouts_in_a_row = 0;
+                shared.timed_out.store(false, Ordering::Relaxed);
                 return;
             }
-            Sent::Failed(err) if is_broken(err) => classify_redis_error(err),
-            Sent::Failed(_) => {
-                state.timeouts_in_a_row = 0;
-                return;
-            }
+            Sent::Failed(err) => classify_redis_error(err),
+            Sent::Answered => unreachable!("answered above"),
             Sent::TimedOut => {
                 state.timeouts_in_a_row += 1;
+                shared.timed_out.store(true, Ordering::Relaxed);
                 if state.timeouts_in_a_row < STALL_LIMIT {
                     return;
                 }

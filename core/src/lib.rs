@@ -45,6 +45,7 @@
 #![warn(missing_docs)]
 
 mod acquire;
+mod background;
 mod backoff;
 pub mod blocking;
 mod client;
@@ -69,6 +70,7 @@ mod tls;
 mod token;
 mod watchdog;
 
+pub use background::{is_settled, settle};
 pub use backoff::RetryPolicy;
 pub use client::{Client, NodeLockState};
 pub use config::{ClientBuilder, MAX_DRIFT_FACTOR};
@@ -76,7 +78,7 @@ pub use error::{Error, ErrorKind, NodeFailure, NodeOutcome, NodeReport, Result};
 pub use fenced::{Fence, MAX_HOLDER_ID};
 pub use fencing::MAX_FENCING_TOKEN;
 pub use keys::{DEFAULT_PREFIX, MAX_PREFIX_LEN, MAX_RESOURCE_LEN};
-pub use lock::{Lock, LockStatus, LossReason};
+pub use lock::{Lock, LockStatus, LossReason, Unclaimed};
 pub use options::{LockOptions, MAX_TTL, MAX_WAIT, MIN_TTL};
 pub use runtime::{block_on, handle as runtime_handle};
 pub use tls::TlsVersion;

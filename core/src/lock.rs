@@ -495,7 +495,8 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
         })
         .await;
     let replies = decided.replies;
-    decided.stragglers.finish_in_background();
+    // Counted for `Client::settle`: a process about to exit waits for them.
+    decided.stragglers.finish_holding(nodes.background.start());
     clean_up_unreached(nodes, keys[0], &state.token, &replies, client.connect_timeout);
     let (done, not_ours, _) = tally(replies.iter().map(Option::as_ref));
     let quorum = nodes.quorum();
@@ -538,8 +539,10 @@ fn clean_up_unreached(
         return;
     }
     let (nodes, key, token) = (nodes.clone(), lock_key.to_owned(), token.clone());
+    let running = nodes.background.start();
     if let Ok(runtime) = runtime::handle() {
         runtime.spawn(async move {
+            let _running = running;
             nodes
                 .everywhere(&scripts::RELEASE, &[&key], &[token.as_str()], patience, |i| {
                     failed[i]
@@ -552,6 +555,58 @@ fn clean_up_unreached(
 fn not_held(state: &LockState, why: &str) -> Error {
     Error::new(ErrorKind::NotHeld, format!("lock '{}' {why}", state.resource()))
         .with_resource(state.resource())
+}
+
+impl Lock {
+    /// Releases the lock in the background, without waiting: for a lock
+    /// nobody will use (see [`Unclaimed`]). [`crate::Client::settle`] waits
+    /// for it.
+    pub fn release_in_background(self) {
+        let running = self.client.nodes.background.start();
+        let release = self.release_task();
+        if let Ok(runtime) = runtime::handle() {
+            runtime.spawn(async move {
+                let _running = running;
+                // Nobody waits for the outcome; a lock already lost is NotHeld.
+                let _ = release.await;
+            });
+        }
+    }
+}
+
+/// A granted lock on its way to a caller who may have stopped waiting for
+/// it: a front's wait cancelled (Ctrl-C, an asyncio or JavaScript abort, a
+/// signal) just as the grant came. Dropped unclaimed, it releases the lock
+/// in the background, so the key does not block the resource until its ttl.
+pub struct Unclaimed(Option<Lock>);
+
+impl Unclaimed {
+    /// Wraps a lock that is not in its caller's hands yet.
+    pub fn new(lock: Lock) -> Self {
+        Unclaimed(Some(lock))
+    }
+
+    /// Hands the lock over: from now on the caller owns it.
+    pub fn claim(mut self) -> Lock {
+        self.0
+            .take()
+            .expect("an Unclaimed holds its lock until claimed or dropped")
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if let Some(lock) = self.0.take() {
+            tracing::debug!(resource = %lock.resource(), "a granted lock nobody waited for; releasing it");
+            lock.release_in_background();
+        }
+    }
+}
+
+impl fmt::Debug for Unclaimed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Unclaimed").field(&self.0).finish()
+    }
 }
 
 impl Drop for Lock {

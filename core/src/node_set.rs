@@ -2,11 +2,9 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
-
+use crate::background::Background;
 use crate::error::{NodeOutcome, NodeReport};
 use crate::lease::{Leases, Outcome, Validity};
 use crate::node::{Delivery, Node, Prepared, Reply, as_i64};
@@ -19,50 +17,8 @@ pub(crate) struct NodeSet {
     quorum: Quorum,
     drift_factor: f64,
     /// Clean-ups running in the background (the undo of abandoned acquire
-    /// attempts), so a process about to exit can wait for them.
+    /// attempts, the rest of a release), so a process about to exit can wait for them.
     pub(crate) background: Arc<Background>,
-}
-
-/// Counts background clean-ups still running; see [`crate::Client::settle`].
-#[derive(Default)]
-pub(crate) struct Background {
-    running: AtomicUsize,
-    idle: Notify,
-}
-
-/// One running clean-up: held by its task, so the count falls when the task
-/// ends, is aborted, or is dropped with its runtime.
-pub(crate) struct Running(Arc<Background>);
-
-impl Background {
-    /// Counts a clean-up from now on: call it before spawning the task, so a
-    /// `settle` right after sees it.
-    pub(crate) fn start(self: &Arc<Self>) -> Running {
-        self.running.fetch_add(1, Ordering::AcqRel);
-        Running(self.clone())
-    }
-
-    /// Resolves when no clean-up is running.
-    pub(crate) async fn idle(&self) {
-        loop {
-            // Register before looking, so an end between the two is not missed.
-            let ended = self.idle.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
-            if self.running.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            ended.await;
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
 }
 
 /// One node's answer to a compare-and-act script (release, extend).

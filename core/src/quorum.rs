@@ -73,9 +73,17 @@ where
     /// on the current runtime, replies ignored. `None` if nothing was left.
     /// Dropping the handle leaves the task running.
     pub(crate) fn finish_in_background(self) -> Option<tokio::task::JoinHandle<()>> {
+        self.finish_holding(())
+    }
+
+    /// [`Stragglers::finish_in_background`], keeping `guard` until they are done.
+    pub(crate) fn finish_holding<G: Send + 'static>(self, guard: G) -> Option<tokio::task::JoinHandle<()>> {
         let mut pending = self.0.filter(|pending| !pending.is_empty())?;
         let runtime = tokio::runtime::Handle::try_current().ok()?;
-        Some(runtime.spawn(async move { while pending.next().await.is_some() {} }))
+        Some(runtime.spawn(async move {
+            let _guard = guard;
+            while pending.next().await.is_some() {}
+        }))
     }
 }
 

@@ -38,8 +38,8 @@ static int decrement(fencelock_client *client, const char *resource, const char 
   fencelock_status status = fencelock_acquire(client, resource, 5000, 30000, &lock, &error);
   if (status != FENCELOCK_STATUS_OK) return fail("acquire", status, error);
 
-  uint64_t token = 0;
-  fencelock_lock_fencing_token(lock, &token);
+  fencelock_fence fence = {0, 0}; /* the fencing token and this grant's holder id */
+  fencelock_lock_fence(lock, &fence);
   char *value = NULL;
   uint64_t written_by = 0;
   status = fencelock_fenced_get(client, stock_key, &value, &written_by, &error);
@@ -49,7 +49,7 @@ static int decrement(fencelock_client *client, const char *resource, const char 
     char next[32];
     snprintf(next, sizeof next, "%ld", stock - 1);
     /* Refused with FENCELOCK_STATUS_STALE_TOKEN if a newer holder already wrote. */
-    status = fencelock_fenced_set(client, stock_key, next, token, &error);
+    status = fencelock_fenced_set_fence(client, stock_key, next, fence, &error);
   }
   int result = status == FENCELOCK_STATUS_OK ? 0 : fail("update stock", status, error);
   fencelock_lock_release(lock, NULL);

@@ -111,7 +111,7 @@ namespace FenceLock.Example
                 await charge(work.Token);
             }
             // A stale holder (paused past its ttl) is refused here with StaleTokenException.
-            await locks.FencedSetAsync(stateKey, "paid", handle.FencingToken, requestAborted);
+            await locks.FencedSetAsync(stateKey, "paid", handle.Fence, requestAborted);
             return new Response(200, "paid order " + order + " (fencing token " + handle.FencingToken + ")");
         }
 

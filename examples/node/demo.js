@@ -24,7 +24,7 @@ async function main() {
     // 1. HTTP: two simultaneous orders for one SKU → one 200, one 409.
     const sku = `sku-${process.pid}`
     const stock = await client.acquire(`inventory:${sku}`)
-    await client.fencedSet(`stock:${sku}`, '3', stock.fencingToken)
+    await client.fencedSet(`stock:${sku}`, '3', stock.fence)
     await stock.release()
     const server = createServer(client, { slowWriteMs: 200 })
     await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -30,7 +30,7 @@ function createServer(client, { slowWriteMs = 0 } = {}) {
         if (stock <= 0) return reply(410, { error: `${sku} is sold out` })
         if (slowWriteMs > 0) await new Promise((r) => setTimeout(r, slowWriteMs))
         lock.signal.throwIfAborted() // lost meanwhile: do not write
-        await client.fencedSet(`stock:${sku}`, String(stock - 1), lock.fencingToken)
+        await client.fencedSet(`stock:${sku}`, String(stock - 1), lock.fence)
         return reply(200, { sku, stock: stock - 1, fencingToken: String(lock.fencingToken) })
       } finally {
         await lock[Symbol.asyncDispose]()

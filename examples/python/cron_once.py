@@ -38,7 +38,7 @@ def instance(nodes: list[str], name: str, period: str) -> int:
             return 0
         print(f"{name}: RAN the job with fencing token {lock.fencing_token}")
         time.sleep(0.5)  # the job; a real one passes the token to what it writes
-        client.fenced_set(f"cron:done:{period}", name, lock.fencing_token)
+        client.fenced_set(f"cron:done:{period}", name, lock.fence)
     return 0
 
 

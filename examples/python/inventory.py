@@ -23,9 +23,14 @@ RUN = uuid.uuid4().hex[:8]  # fresh keys each run, so reruns on the same nodes w
 BUYERS = 8
 
 
+# Without a lock every buyer writes as one and the same holder of token 0:
+# the fence lets each write through, as plain storage would.
+NO_LOCK = fencelock.Fence(0, 1)
+
+
 def race(client: fencelock.Client, key: str, locked: bool) -> int:
     """Each buyer reads the stock, thinks, and writes stock-1; returns items sold."""
-    client.fenced_set(key, str(STOCK), 0)
+    client.fenced_set(key, str(STOCK), NO_LOCK)
     sold = 0
     count = threading.Lock()
 
@@ -34,10 +39,9 @@ def race(client: fencelock.Client, key: str, locked: bool) -> int:
         while True:
             if locked:
                 with client.lock(f"inventory:sku-1:{RUN}", ttl=5, wait=30) as lock:
-                    token = lock.fencing_token
-                    done = buy_one(client, key, token)
+                    done = buy_one(client, key, lock.fence)
             else:
-                done = buy_one(client, key, 0)
+                done = buy_one(client, key, NO_LOCK)
             if done:
                 return
             with count:
@@ -51,14 +55,14 @@ def race(client: fencelock.Client, key: str, locked: bool) -> int:
     return sold
 
 
-def buy_one(client: fencelock.Client, key: str, token: int) -> bool:
+def buy_one(client: fencelock.Client, key: str, fence: fencelock.Fence) -> bool:
     """Takes one item; True when sold out."""
     value, _ = client.fenced_get(key) or ("0", 0)
     stock = int(value)
     if stock <= 0:
         return True
     time.sleep(0.002)  # the time it takes to charge the card
-    client.fenced_set(key, str(stock - 1), token)
+    client.fenced_set(key, str(stock - 1), fence)
     return False
 
 
@@ -68,10 +72,10 @@ def paused_writer(client: fencelock.Client, key: str) -> None:
     time.sleep(0.4)  # past its lease
     with client.lock(f"inventory:sku-2:{RUN}", ttl=5) as fast:
         print(f"  buyer B takes the lock with token {fast.fencing_token} and writes")
-        client.fenced_set(key, "9", fast.fencing_token)
+        client.fenced_set(key, "9", fast.fence)
     print(f"  buyer A wakes up; is_held() = {slow.is_held()}; it writes anyway:")
     try:
-        client.fenced_set(key, "10", slow.fencing_token)
+        client.fenced_set(key, "10", slow.fence)
     except fencelock.StaleToken as err:
         print(f"  refused: {err}")
     else:

@@ -28,7 +28,7 @@ async def pay(client: fencelock.AsyncClient, order_id: str) -> Tuple[int, str]:
     async with lock:
         await asyncio.sleep(0.3)  # call the payment provider
         # Record the payment only if no newer holder has written since.
-        await client.fenced_set(f"order:{order_id}:state", "paid", lock.fencing_token)
+        await client.fenced_set(f"order:{order_id}:state", "paid", lock.fence)
         return 200, f"order {order_id} paid (fencing token {lock.fencing_token})\n"
 
 

@@ -25,7 +25,7 @@ async fn main() -> fencelock::Result<()> {
         };
         // Refused with ErrorKind::StaleToken if a newer holder already wrote.
         client
-            .fenced_set(&stock_key, &(stock - 1).to_string(), lock.fencing_token())
+            .fenced_set(&stock_key, &(stock - 1).to_string(), lock.fence())
             .await?;
         lock.release().await?;
     }

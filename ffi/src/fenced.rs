@@ -1,22 +1,52 @@
-//! Fenced writes: storage that refuses a write carrying an older token.
+//! Fenced writes: storage that refuses a write carrying an older token, or
+//! an equal token from another grant.
 
 use std::ffi::{CString, c_char};
 
 use crate::args;
-use crate::boundary::boundary;
+use crate::boundary::{Failure, boundary};
 use crate::client::fencelock_client;
 use crate::error::{c_string, fencelock_error};
 use crate::status::fencelock_status;
 
-/// Writes `value` to the Redis key `key` only if `fencing_token` is at least
-/// the token of the last write to it (docs/protocol.md, FENCED_SET), so a
-/// paused former holder cannot overwrite newer data.
+/// The largest holder id: ids fit a signed 64-bit SQL column.
+pub const FENCELOCK_MAX_HOLDER_ID: u64 = 9_223_372_036_854_775_807;
+
+/// What a fenced write carries: a fencing token and the holder id of the
+/// grant it comes from ([`crate::fencelock_lock_fence`]). Storage accepts it
+/// over an equal token only from the same grant. `holder` 0 is a bare token,
+/// which writes only where every stored token is older.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct fencelock_fence {
+    /// The fencing token.
+    pub token: u64,
+    /// The grant's holder id, 1 to `FENCELOCK_MAX_HOLDER_ID`; 0 for a bare token.
+    pub holder: u64,
+}
+
+impl From<fencelock_core::Fence> for fencelock_fence {
+    fn from(fence: fencelock_core::Fence) -> Self {
+        fencelock_fence {
+            token: fence.token,
+            holder: fence.holder,
+        }
+    }
+}
+
+/// Writes `value` to the Redis key `key` only if `fencing_token` is larger
+/// than the token of the last write to it (docs/protocol.md, FENCED_SET), so
+/// a paused former holder cannot overwrite newer data. A bare token cannot
+/// prove it comes from the grant that wrote last, so an equal token is
+/// refused: to write again with the same token, use
+/// [`fencelock_fenced_set_fence`] with the lock's fence.
 ///
 /// Statuses: `OK`; `STALE_TOKEN` (a newer holder already wrote: stop);
-/// `UNAVAILABLE`; `INVALID_ARGUMENT`, `INVALID_UTF8`, `NULL_ARGUMENT`.
+/// `UNAVAILABLE`; `INVALID_ARGUMENT` (also for a key of the form of a lock
+/// key, `<prefix>{…`), `INVALID_UTF8`, `NULL_ARGUMENT`.
 /// `key` and `value` are NUL-terminated UTF-8, borrowed for the call.
 ///
-/// Blocks for one round trip per node. Thread-safe.
+/// Blocks for one round trip. Thread-safe.
 ///
 /// # Safety
 /// `client` is NULL or live; `key`/`value` are NULL or NUL-terminated;
@@ -29,13 +59,52 @@ pub unsafe extern "C" fn fencelock_fenced_set(
     fencing_token: u64,
     error: *mut *mut fencelock_error,
 ) -> fencelock_status {
+    let fence = fencelock_fence {
+        token: fencing_token,
+        holder: 0,
+    };
+    // SAFETY: per the contract, which is this function's.
+    unsafe { fencelock_fenced_set_fence(client, key, value, fence, error) }
+}
+
+/// Writes `value` to the Redis key `key` only if `fence` is newer than the
+/// last write's: a larger token, or the same token from the same grant
+/// (`holder` equal and not 0). Pass the lock's fence
+/// ([`crate::fencelock_lock_fence`]): one holder may write repeatedly, and
+/// a second holder that got the same token (after a node lost its counter,
+/// docs/protocol.md §5) is refused.
+///
+/// Statuses: as [`fencelock_fenced_set`]; `INVALID_ARGUMENT` also for a
+/// holder above `FENCELOCK_MAX_HOLDER_ID`. Blocks for one round trip.
+/// Thread-safe.
+///
+/// # Safety
+/// As [`fencelock_fenced_set`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_fenced_set_fence(
+    client: *const fencelock_client,
+    key: *const c_char,
+    value: *const c_char,
+    fence: fencelock_fence,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
     // SAFETY: per the contract.
     unsafe {
         boundary(error, || {
             let client = args::object(client, "client")?.inner.clone();
             let key = args::text(key, "key")?.to_owned();
             let value = args::text(value, "value")?.to_owned();
-            let write = async move { client.fenced_set(&key, &value, fencing_token).await };
+            if fence.holder > FENCELOCK_MAX_HOLDER_ID {
+                return Err(Failure::invalid(format!(
+                    "holder {} is above FENCELOCK_MAX_HOLDER_ID ({FENCELOCK_MAX_HOLDER_ID})",
+                    fence.holder
+                )));
+            }
+            let fence = fencelock_core::Fence {
+                token: fence.token,
+                holder: fence.holder,
+            };
+            let write = async move { client.fenced_set(&key, &value, fence).await };
             Ok(fencelock_core::block_on(write)??)
         })
     }
@@ -88,5 +157,14 @@ pub unsafe extern "C" fn fencelock_string_free(string: *mut c_char) {
     if !string.is_null() {
         // SAFETY: made by `CString::into_raw` in this library.
         drop(unsafe { CString::from_raw(string) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The header's literal (cbindgen cannot evaluate a path) is the core's limit.
+    #[test]
+    fn the_holder_limit_is_the_cores() {
+        assert_eq!(super::FENCELOCK_MAX_HOLDER_ID, fencelock_core::MAX_HOLDER_ID);
     }
 }

@@ -170,6 +170,22 @@ pub unsafe extern "C" fn fencelock_lock_fencing_token(
     unsafe { read_lock(lock, out, Lock::fencing_token) }
 }
 
+/// Writes what a fenced write of this holder carries: the fencing token and
+/// this grant's holder id (see [`crate::fencelock_fenced_set_fence`]).
+///
+/// Never blocks; thread-safe.
+///
+/// # Safety
+/// `lock` is NULL or live; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_fence(
+    lock: *const fencelock_lock,
+    out: *mut crate::fenced::fencelock_fence,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe { read_lock(lock, out, |lock| lock.fence().into()) }
+}
+
 /// Writes whether the lock is held: not released, not lost, and its
 /// validity (on the local monotonic clock) not run out.
 ///

@@ -281,6 +281,27 @@ static void test_fencing_tokens_and_fenced_writes(void) {
   CHECK(value != NULL && strcmp(value, "newest") == 0);
   CHECK(stored == tokens[4]);
   fencelock_string_free(value);
+
+  /* A fence (token + holder id): the same grant may write again with its
+     token; a bare equal token, or another grant's, may not. */
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_acquire(client, resource, 1000, 1000, &lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_fence fence = {0, 0};
+  CHECK_STATUS(fencelock_lock_fence(lock, &fence), FENCELOCK_STATUS_OK);
+  CHECK(fence.token > tokens[4] && fence.holder >= 1 && fence.holder <= FENCELOCK_MAX_HOLDER_ID);
+  CHECK_STATUS(fencelock_fenced_set_fence(client, key, "mine", fence, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_fenced_set_fence(client, key, "mine again", fence, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_fenced_set(client, key, "bare", fence.token, NULL), FENCELOCK_STATUS_STALE_TOKEN);
+  fencelock_fence other = {fence.token, fence.holder % FENCELOCK_MAX_HOLDER_ID + 1};
+  CHECK_STATUS(fencelock_fenced_set_fence(client, key, "other", other, NULL), FENCELOCK_STATUS_STALE_TOKEN);
+  fencelock_fence too_big = {fence.token + 1, FENCELOCK_MAX_HOLDER_ID + 1};
+  CHECK_STATUS(fencelock_fenced_set_fence(client, key, "x", too_big, NULL), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_fence(lock, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  CHECK_STATUS(fencelock_fenced_get(client, key, &value, &stored, NULL), FENCELOCK_STATUS_OK);
+  CHECK(value != NULL && strcmp(value, "mine again") == 0);
+  fencelock_string_free(value);
   CHECK_STATUS(fencelock_fenced_get(client, unique("absent"), &value, &stored, NULL), FENCELOCK_STATUS_OK);
   CHECK(value == NULL && stored == 0);
   fencelock_client_free(client);

@@ -1,4 +1,4 @@
-"""Independent test-only client of fencelock protocol v1, written from docs/protocol.md alone."""
+"""Independent test-only client of fencelock protocol v2, written from docs/protocol.md alone."""
 import argparse, concurrent.futures as cf, hashlib, random, secrets, sys, time
 import redis
 from redis.backoff import NoBackoff
@@ -48,9 +48,12 @@ local function decimal_less(a, b)
   return a < b
 end
 
-local stored = redis.call('HGET', KEYS[1], 'fence')
-if stored and decimal_less(ARGV[1], stored) then return 0 end
-redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
+local stored = redis.call('HMGET', KEYS[1], 'fence', 'holder')
+if stored[1] then
+  if decimal_less(ARGV[1], stored[1]) then return 0 end
+  if ARGV[1] == stored[1] and (ARGV[2] == '0' or ARGV[2] ~= stored[2]) then return 0 end
+end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'holder', ARGV[2], 'value', ARGV[3])
 return 1
 """,
     "FENCED_GET": """
@@ -62,7 +65,7 @@ return fields
 SHAS = {  # §3, as printed; checked against the sources at import time
     "ACQUIRE": "cbde47ee5743b6d63bae76997343df52018ca515", "RELEASE": "076564cedbbec8e0e6ae0ddcbfb84c55b20e9f87",
     "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
-    "FENCED_SET": "c1e67f6ef68463feecf634f0c5161f840d2c0bb1", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
+    "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
 }
 for _n, _s in SOURCES.items():
     assert hashlib.sha1(_s.encode()).hexdigest() == SHAS[_n], _n
@@ -110,10 +113,20 @@ class _Node:
 
 
 class ProtocolLock:
-    def __init__(self, client, resource, token, fencing_token, ttl_ms, valid_until):
+    def __init__(self, client, resource, token, fencing_token, ttl_ms, bases):
         self._c, self.resource, self._token = client, resource, token
-        self.fencing_token, self.ttl_ms, self.valid_until = fencing_token, ttl_ms, valid_until
+        self.fencing_token, self.ttl_ms = fencing_token, ttl_ms
+        self.holder = secrets.randbelow(2**63 - 1) + 1  # §3.5: 1 to 2^63 - 1, per grant
+        # §4.5, per node: (sent, ttl_ms) of the last confirmed request or None, and the shortest
+        # ttl of requests that may still land (kept for the lock's life: always safe).
+        self._bases, self._unknown = bases, [None] * client.n
         self.lost = self.released = False
+
+    @property
+    def valid_until(self):  # §4.5: the q-th latest per-node guarantee
+        held = sorted((b[0] + (min(b[1], u or b[1]) - self._c.margin(min(b[1], u or b[1]))) / 1000
+                       for b, u in zip(self._bases, self._unknown) if b), reverse=True)
+        return held[self._c.q - 1] if len(held) >= self._c.q else 0.0
 
     def extend(self, ttl_ms):  # §4.5
         _check_ttl(ttl_ms)
@@ -121,19 +134,25 @@ class ProtocolLock:
             return False
         c, sent = self._c, time.monotonic()
         res = c._quorum("EXTEND", [c.lock_key(self.resource)], [self._token, str(ttl_ms)], lambda v: v == 1)
-        valid_until = sent + (ttl_ms - c.margin(ttl_ms)) / 1000
-        if sum(_is_int(r, 1) for r in res) >= c.q and valid_until > time.monotonic():
-            self.valid_until, self.ttl_ms = valid_until, ttl_ms
+        for i, r in enumerate(res):
+            if _is_int(r, 1):
+                self._bases[i] = (sent, ttl_ms)
+            elif _is_int(r, 0, -1):
+                self._bases[i] = None
+            elif not _is_int(r):  # timed out, pending, failed: it may still land
+                self._unknown[i] = min(self._unknown[i] or ttl_ms, ttl_ms)
+        if sum(_is_int(r, 1) for r in res) >= c.q and self.valid_until > time.monotonic():
+            self.ttl_ms = ttl_ms
             return True
         if sum(_is_int(r, 0, -1) for r in res) > c.n - c.q:
             self.lost = True  # taken_over / deleted: reported lost, never re-created
         return False
 
-    def release(self):  # §4.6: all nodes, no early decision; a second release sends nothing
+    def release(self):  # §4.6: sent to all nodes, answered once decided; a second release sends nothing
         if self.released:
             return False
         self.released, c = True, self._c
-        res = c._quorum("RELEASE", [c.lock_key(self.resource)], [self._token], None, early=False)
+        res = c._quorum("RELEASE", [c.lock_key(self.resource)], [self._token], lambda v: v == 1)
         return not self.lost and sum(_is_int(r, 1) for r in res) >= c.q
 
 
@@ -214,7 +233,8 @@ class ProtocolClient:
         if valid_until - time.monotonic() <= 0:
             self._undo(resource, token, res)
             return None, "unavailable"
-        return ProtocolLock(self, resource, token, fence, ttl_ms, valid_until), None
+        bases = [(sent, ttl_ms) if _is_int(r) else None for r in res]
+        return ProtocolLock(self, resource, token, fence, ttl_ms, bases), None
 
     def acquire(self, resource, ttl_ms=30000, wait_ms=10000):  # §4.3; None = not_acquired/timeout
         _check_ttl(ttl_ms)
@@ -232,8 +252,10 @@ class ProtocolClient:
             time.sleep(min(random.uniform(0, min(self.max_delay, self.base_delay * 2 ** n)), left))
             n += 1
 
-    def fenced_set(self, key, value, token):  # §3.5/§4.8, first node only; False = stale_token
-        r = self.nodes[0].submit("FENCED_SET", [key], [str(int(token)), value]).result(self.timeout)
+    def fenced_set(self, key, value, token, holder=0):  # §3.5/§4.8, first node only; False = stale_token
+        if key.startswith(self.prefix + "{"):
+            raise ProtocolError("invalid_argument", "a data key of the form of a lock key")
+        r = self.nodes[0].submit("FENCED_SET", [key], [str(int(token)), str(int(holder)), value]).result(self.timeout)
         if not _is_int(r, 0, 1):
             raise ProtocolError("unavailable", f"unexpected reply {r!r}")
         return r == 1

@@ -93,16 +93,19 @@ namespace FenceLock
 
         /// <summary>
         /// Writes <paramref name="value"/> to the Redis key <paramref name="key"/>
-        /// only if <paramref name="fencingToken"/> is at least the token of the
-        /// last write to it, so a paused former holder cannot overwrite newer data.
+        /// only if <paramref name="fence"/> (<see cref="FenceLockHandle.Fence"/>)
+        /// is newer than the last write's: a larger token, or the same token
+        /// from the same grant. A bare token (a <c>ulong</c>) writes only where
+        /// every stored token is older. A paused former holder therefore cannot
+        /// overwrite newer data.
         /// </summary>
         /// <remarks>The ABI has no asynchronous fenced write yet, so this runs the
-        /// blocking call (one round trip per node) on a thread-pool thread; the
+        /// blocking call (one round trip) on a thread-pool thread; the
         /// token is checked only before it starts. The task faults with
         /// <see cref="StaleTokenException"/> when a newer holder already wrote.</remarks>
         /// <exception cref="ArgumentNullException"><paramref name="key"/> or <paramref name="value"/> is null.</exception>
         /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
-        public Task FencedSetAsync(string key, string value, ulong fencingToken,
+        public Task FencedSetAsync(string key, string value, Fence fence,
             CancellationToken cancellationToken = default(CancellationToken))
         {
             var keyBytes = Utf8.EncodeRequired(key, nameof(key));
@@ -111,7 +114,7 @@ namespace FenceLock
             return Task.Run(() =>
             {
                 var error = IntPtr.Zero;
-                var status = NativeMethods.fencelock_fenced_set(native, keyBytes, valueBytes, fencingToken, ref error);
+                var status = NativeMethods.fencelock_fenced_set_fence(native, keyBytes, valueBytes, fence, ref error);
                 NativeErrors.Check(status, error);
             }, cancellationToken);
         }

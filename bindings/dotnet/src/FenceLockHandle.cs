@@ -32,9 +32,10 @@ namespace FenceLock
             this.native = native;
             this.router = router;
             Resource = Utf8.Decode(NativeMethods.fencelock_lock_resource(native));
-            ulong token;
-            NativeErrors.Check(NativeMethods.fencelock_lock_fencing_token(native, out token), IntPtr.Zero);
-            FencingToken = token;
+            Fence fence;
+            NativeErrors.Check(NativeMethods.fencelock_lock_fence(native, out fence), IntPtr.Zero);
+            Fence = fence;
+            FencingToken = fence.Token;
             router.Register(this);
             // A loss reported before Register found no handle to cancel; the
             // lock then already reads as not held.
@@ -50,6 +51,13 @@ namespace FenceLock
         /// (see <see cref="FenceLockClient.FencedSetAsync"/>). Still readable after dispose.
         /// </summary>
         public ulong FencingToken { get; }
+
+        /// <summary>
+        /// What a fenced write of this holder carries: the fencing token and
+        /// this grant's holder id (see <see cref="FenceLockClient.FencedSetAsync"/>).
+        /// Still readable after dispose.
+        /// </summary>
+        public Fence Fence { get; }
 
         /// <summary>Whether the lock is held: not released, not lost, validity not run out. Never blocks.</summary>
         /// <exception cref="ObjectDisposedException">The handle was disposed.</exception>

@@ -82,6 +82,9 @@ namespace FenceLock
         internal static extern int fencelock_lock_fencing_token(LockSafeHandle lockHandle, out ulong token);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_fence(LockSafeHandle lockHandle, out Fence fence);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int fencelock_lock_is_held(LockSafeHandle lockHandle,
             [MarshalAs(UnmanagedType.I1)] out bool held);
 
@@ -110,8 +113,8 @@ namespace FenceLock
         // ---- fenced writes (blocking: the ABI has no _async variant) -------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int fencelock_fenced_set(ClientSafeHandle client, byte[] key, byte[] value,
-            ulong fencingToken, ref IntPtr error);
+        internal static extern int fencelock_fenced_set_fence(ClientSafeHandle client, byte[] key, byte[] value,
+            Fence fence, ref IntPtr error);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int fencelock_fenced_get(ClientSafeHandle client, byte[] key,

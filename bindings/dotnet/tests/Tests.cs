@@ -544,9 +544,18 @@ namespace FenceLock.Tests
                 Check.That(second.FencingToken > first.FencingToken, "tokens increase");
 
                 var key = Unique("fenced-key");
-                await client.FencedSetAsync(key, "newest", second.FencingToken);
+                await client.FencedSetAsync(key, "newer", second.Fence);
+                // The same grant may write again; a bare equal token, or another grant's, may not.
+                await client.FencedSetAsync(key, "newest", second.Fence);
+                await Check.Throws<StaleTokenException>(() => client.FencedSetAsync(key, "bare", second.FencingToken));
+                var other = new Fence(second.FencingToken, second.Fence.Holder % Fence.MaxHolderId + 1);
+                await Check.Throws<StaleTokenException>(() => client.FencedSetAsync(key, "other", other));
                 var stale = await Check.Throws<StaleTokenException>(() => client.FencedSetAsync(key, "stale", first.FencingToken));
                 Check.Equal(FenceLockStatus.StaleToken, stale.Status, "Status");
+                Check.Equal(second.Fence, Fence.Parse(second.Fence.ToString()), "a fence's text reads back");
+                Check.That(second.Fence.Holder >= 1 && second.Fence.Holder <= Fence.MaxHolderId, "holder id range");
+                Check.ThrowsNow<FormatException>(() => Fence.Parse("1:2:3"));
+                Check.ThrowsNow<ArgumentOutOfRangeException>(() => new Fence(1, Fence.MaxHolderId + 1));
 
                 var stored = await client.FencedGetAsync(key);
                 Check.Equal("newest", stored.Value, "stored value");

@@ -188,9 +188,10 @@ impl NativeClient {
         self.acquire_with(env, resource, options, None, true)
     }
 
-    /// Writes `value` to the hash `key` on the first node, only if
-    /// `fencingToken` is not older than the last write's; rejects with
-    /// `StaleTokenError` otherwise.
+    /// Writes `value` to the hash `key` on the first node, only if the fence
+    /// (`fencingToken`, `holder`) is newer than the last write's: a larger
+    /// token, or the same token from the same grant (holder 0: a bare token);
+    /// rejects with `StaleTokenError` otherwise.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn fenced_set<'env>(
         &self,
@@ -198,11 +199,17 @@ impl NativeClient {
         key: String,
         value: String,
         fencing_token: BigInt,
+        holder: BigInt,
     ) -> napi::Result<PromiseRaw<'env, ()>> {
         let token = token_u64(env, "fencingToken", &fencing_token)?;
+        let holder = token_u64(env, "holder", &holder)?;
+        if holder > fencelock::MAX_HOLDER_ID {
+            return Err(throw(env, false, "holder must be a bigint from 0n to 2n**63n-1n"));
+        }
+        let fence = fencelock::Fence { token, holder };
         let state = bridge::state(env.raw())?;
         let client = self.cell.get();
-        let work = async move { client.await?.fenced_set(&key, &value, token).await };
+        let work = async move { client.await?.fenced_set(&key, &value, fence).await };
         state.promise(work, |env, ()| undefined(env))
     }
 

@@ -19,8 +19,8 @@ use napi_derive::napi;
 
 pub use client::{ClientOptions, FencedValue, NativeClient, NodeLockState};
 pub use lock::{
-    Canceller, LockHandle, lock_extend, lock_fencing_token, lock_is_held, lock_release, lock_remaining_ms,
-    lock_renewals, lock_resource, lock_status, lock_watch_lost,
+    Canceller, LockHandle, lock_extend, lock_fencing_token, lock_holder, lock_is_held, lock_release,
+    lock_remaining_ms, lock_renewals, lock_resource, lock_status, lock_watch_lost,
 };
 
 /// Installs the JavaScript hooks: `makeError(kind, message, resource, nodes)`

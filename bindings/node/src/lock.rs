@@ -129,6 +129,12 @@ pub fn lock_fencing_token(handle: LockHandle) -> BigInt {
     BigInt::from(handle.0.lock.fencing_token())
 }
 
+/// This grant's holder id, for fenced writes (`lock.fence`).
+#[napi(ts_args_type = "handle: unknown")]
+pub fn lock_holder(handle: LockHandle) -> BigInt {
+    BigInt::from(handle.0.lock.fence().holder)
+}
+
 /// The resource this lock protects.
 #[napi(ts_args_type = "handle: unknown")]
 pub fn lock_resource(handle: LockHandle) -> String {

@@ -6,7 +6,7 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { Client, ConfigError, InvalidArgumentError, MAX_RESOURCE_LEN } = require('..')
+const { Client, ConfigError, Fence, InvalidArgumentError, MAX_RESOURCE_LEN } = require('..')
 const { RedisNodes, unique } = require('./helpers.js')
 
 let nodes
@@ -82,7 +82,12 @@ test('bad extend arguments and fenced writes', async () => {
   await assert.rejects(client.fencedSet('k', 'v', -1n), RangeError)
   await assert.rejects(client.fencedSet('k', 'v', 2n ** 64n), RangeError)
   await assert.rejects(client.fencedSet('k', 'v', 1.5), RangeError)
-  await assert.rejects(client.fencedSet('k', 'v', '7'), TypeError)
+  await assert.rejects(client.fencedSet('k', 'v', 'x'), RangeError)
+  await assert.rejects(client.fencedSet('k', 'v', {}), TypeError)
+  assert.throws(() => new Fence(1n, 2n ** 63n), RangeError)
+  assert.equal(String(Fence.parse('7:9')), '7:9')
+  assert.equal(Fence.parse('7').holder, 0n)
+  await assert.rejects(client.fencedSet('fencelock:{x}', 'v', 1n), InvalidArgumentError)
   await assert.rejects(client.fencedSet('k', 42, 1n), TypeError)
   await assert.rejects(client.fencedSet('', 'v', 1n), RangeError)
   await assert.rejects(client.fencedGet(null), TypeError)

@@ -4,8 +4,10 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const {
   Client,
+  Fence,
   Lock,
   FenceLockError,
+  MAX_HOLDER_ID,
   NotAcquiredError,
   LockTimeoutError,
   NotHeldError,
@@ -112,11 +114,17 @@ test('fencedSet refuses an older token with STALE_TOKEN', async () => {
   const olderToken = older.fencingToken
   await older.release()
   const newer = await client.acquire(resource)
-  await client.fencedSet(key, '41', newer.fencingToken)
+  await client.fencedSet(key, '41', newer.fence)
   const stale = await client.fencedSet(key, '40', olderToken).catch((e) => e)
   assert.ok(stale instanceof StaleTokenError, String(stale))
   assert.equal(stale.code, 'STALE_TOKEN')
-  assert.deepEqual(await client.fencedGet(key), { value: '41', fencingToken: newer.fencingToken })
+  // The same grant may write again (by its fence or the fence's text); a bare
+  // equal token, or another grant's equal token, may not.
+  await client.fencedSet(key, '42', String(newer.fence))
+  await assert.rejects(client.fencedSet(key, 'bare', newer.fencingToken), StaleTokenError)
+  const other = new Fence(newer.fencingToken, (newer.fence.holder % MAX_HOLDER_ID) + 1n)
+  await assert.rejects(client.fencedSet(key, 'other', other), StaleTokenError)
+  assert.deepEqual(await client.fencedGet(key), { value: '42', fencingToken: newer.fencingToken })
   assert.equal(await client.fencedGet(unique('absent')), null)
   await newer.release()
 })

@@ -115,6 +115,21 @@ test('an AbortSignal cancels a waiting acquire and leaves no key', async () => {
   await (await byTimeout).release()
 })
 
+test('an abort that loses the race with the grant rejects and releases the lock', async () => {
+  const resource = unique('abort-race')
+  const controller = new AbortController()
+  const waiting = client.acquire(resource, { wait: 5000, signal: controller.signal })
+  // Block the JavaScript thread: the grant comes back meanwhile and waits to
+  // be handed over; the abort then comes first in line.
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300)
+  controller.abort(new Error('gave up'))
+  await assert.rejects(waiting, { message: 'gave up' })
+  // The lock nobody received does not stay behind for its ttl.
+  await eventually(async () => (await nodes.call(0, 'EXISTS', `fencelock:{${resource}}`)) === '0', {
+    timeoutMs: 3000,
+  })
+})
+
 test('Symbol.asyncDispose releases, and is a no-op after release', async () => {
   const resource = unique('dispose')
   const lock = await client.acquire(resource)

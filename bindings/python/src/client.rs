@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyType};
 
-use fencelock::{ErrorKind, LockOptions};
+use fencelock::{ErrorKind, LockOptions, Unclaimed};
 
-use crate::args::{AcquireArgs, ClientArgs, unsigned};
+use crate::args::{AcquireArgs, ClientArgs};
 use crate::errors::{core_error, invalid};
+use crate::fence::fence_arg;
 use crate::lock::{AsyncLock, Lock, LockInner};
 use crate::rt::{self, Deferred};
 
@@ -43,12 +44,12 @@ fn resource_arg(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 fn fenced_args(
     key: &Bound<'_, PyAny>,
     value: &Bound<'_, PyAny>,
-    token: &Bound<'_, PyAny>,
-) -> PyResult<(String, String, u64)> {
+    fence: &Bound<'_, PyAny>,
+) -> PyResult<(String, String, fencelock::Fence)> {
     Ok((
         text_arg(key, "key")?,
         text_arg(value, "value")?,
-        unsigned::<u64>(token, "fencing_token")?,
+        fence_arg(fence)?,
     ))
 }
 
@@ -70,21 +71,24 @@ fn fenced_get_py(py: Python<'_>, value: Option<(String, u64)>) -> PyResult<Py<Py
     Ok(value.into_pyobject(py)?.into_any().unbind())
 }
 
-/// The core's `try_acquire`: `None` when held by someone else.
+/// The core's `try_acquire`: `None` when held by someone else. The lock
+/// travels [`Unclaimed`] until a Python object holds it, so a wait given up
+/// at the moment of the grant (Ctrl-C, a cancelled task) releases it.
 async fn try_acquire(
     client: fencelock::Client,
     resource: String,
     options: LockOptions,
-) -> fencelock::Result<Option<fencelock::Lock>> {
-    client.try_acquire(&resource, options).await
+) -> fencelock::Result<Option<Unclaimed>> {
+    Ok(client.try_acquire(&resource, options).await?.map(Unclaimed::new))
 }
 
+/// The core's `acquire`, the lock [`Unclaimed`] as in [`try_acquire`].
 async fn acquire(
     client: fencelock::Client,
     resource: String,
     options: LockOptions,
-) -> fencelock::Result<fencelock::Lock> {
-    client.acquire(&resource, options).await
+) -> fencelock::Result<Unclaimed> {
+    client.acquire(&resource, options).await.map(Unclaimed::new)
 }
 
 /// A distributed lock client over one Redis node (single-node lock) or N
@@ -201,7 +205,7 @@ impl Client {
         let task = try_acquire(self.inner.clone(), resource, args.options);
         match rt::wait(py, task)?.map_err(|e| core_error(py, e))? {
             None => Ok(None),
-            Some(lock) => Lock::create(py, LockInner::new(lock, args.on_lost)).map(Some),
+            Some(lock) => Lock::create(py, LockInner::new(lock.claim(), args.on_lost)).map(Some),
         }
     }
 
@@ -230,16 +234,17 @@ impl Client {
     }
 
     /// Writes `value` to the Redis hash `key` on the first node only if
-    /// `fencing_token` is not older than the token of the last write there.
-    /// Raises `StaleToken` for an older token.
+    /// `fence` (`lock.fence`) is newer than the last write there: a larger
+    /// token, or the same token from the same grant. A bare int token writes
+    /// only where every stored token is older. Raises `StaleToken` otherwise.
     fn fenced_set(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        fencing_token: &Bound<'_, PyAny>,
+        fence: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (key, value, token) = fenced_args(key, value, fencing_token)?;
+        let (key, value, token) = fenced_args(key, value, fence)?;
         let client = self.inner.clone();
         rt::wait(py, async move { client.fenced_set(&key, &value, token).await })?
             .map_err(|e| core_error(py, e))
@@ -347,7 +352,7 @@ impl Client {
     fn acquire_with(&self, py: Python<'_>, resource: String, args: AcquireArgs) -> PyResult<Py<Lock>> {
         let task = acquire(self.inner.clone(), resource, args.options);
         let lock = rt::wait(py, task)?.map_err(|e| core_error(py, e))?;
-        Lock::create(py, LockInner::new(lock, args.on_lost))
+        Lock::create(py, LockInner::new(lock.claim(), args.on_lost))
     }
 }
 
@@ -549,7 +554,7 @@ impl AsyncClient {
         rt::awaitable(py, async move {
             Deferred::result(task.await, move |py, lock| match lock {
                 None => Ok(py.None()),
-                Some(lock) => Ok(AsyncLock::create(py, LockInner::new(lock, on_lost))?.into_any()),
+                Some(lock) => Ok(AsyncLock::create(py, LockInner::new(lock.claim(), on_lost))?.into_any()),
             })
         })
     }
@@ -584,9 +589,9 @@ impl AsyncClient {
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
         value: &Bound<'py, PyAny>,
-        fencing_token: &Bound<'py, PyAny>,
+        fence: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (key, value, token) = fenced_args(key, value, fencing_token)?;
+        let (key, value, token) = fenced_args(key, value, fence)?;
         let client = self.inner.clone();
         rt::awaitable(py, async move {
             Deferred::result(client.fenced_set(&key, &value, token).await, |py, ()| {
@@ -668,7 +673,7 @@ fn acquire_awaitable<'py>(
     let on_lost = args.on_lost;
     rt::awaitable(py, async move {
         Deferred::result(task.await, move |py, lock| {
-            Ok(AsyncLock::create(py, LockInner::new(lock, on_lost))?.into_any())
+            Ok(AsyncLock::create(py, LockInner::new(lock.claim(), on_lost))?.into_any())
         })
     })
 }
@@ -694,7 +699,7 @@ impl AsyncLockContext {
         let slot = self.lock.clone();
         rt::awaitable(py, async move {
             Deferred::result(task.await, move |py, lock| {
-                let lock = AsyncLock::create(py, LockInner::new(lock, on_lost))?;
+                let lock = AsyncLock::create(py, LockInner::new(lock.claim(), on_lost))?;
                 *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock.clone_ref(py));
                 Ok(lock.into_any())
             })

@@ -12,10 +12,33 @@ mod args;
 mod bridge;
 mod client;
 mod errors;
+mod fence;
 mod lock;
 mod rt;
 
 use pyo3::prelude::*;
+
+/// Waits (GIL released) up to `timeout` seconds until no client of this
+/// process has clean-up running in the background (the release of a lock
+/// granted to a wait given up at that moment, the undo of an abandoned
+/// attempt); True when done. Registered with `atexit` by the package.
+#[pyfunction]
+#[pyo3(signature = (timeout = 2.0))]
+fn settle(py: Python<'_>, timeout: f64) -> PyResult<bool> {
+    if fencelock::is_settled() {
+        return Ok(true);
+    }
+    let limit = std::time::Duration::try_from_secs_f64(timeout).map_err(|_| {
+        errors::invalid(
+            py,
+            format!("timeout must be a duration in seconds, not {timeout}"),
+        )
+    })?;
+    let settled = rt::wait(py, async move {
+        tokio::time::timeout(limit, fencelock::settle()).await.is_ok()
+    })?;
+    Ok(settled)
+}
 
 /// The compiled module: clients, locks and the lost-lock signal.
 #[pymodule]
@@ -28,6 +51,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::AsyncLock>()?;
     m.add_class::<lock::LostSignal>()?;
+    m.add_class::<fence::Fence>()?;
+    m.add_function(wrap_pyfunction!(settle, m)?)?;
     m.add("MIN_TTL", fencelock::MIN_TTL.as_secs_f64())?;
     m.add("MAX_TTL", fencelock::MAX_TTL.as_secs_f64())?;
     m.add("MAX_RESOURCE_LEN", fencelock::MAX_RESOURCE_LEN)?;

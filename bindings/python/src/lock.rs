@@ -9,6 +9,7 @@ use pyo3::types::PyType;
 use fencelock::{LockStatus, LossReason};
 
 use crate::args::{Scope, opt_seconds, seconds};
+use crate::fence::Fence;
 use crate::rt::{self, AbortOnDrop, Deferred};
 
 /// What `Lock`, `AsyncLock` and `LostSignal` share: the core lock and the
@@ -141,6 +142,13 @@ impl Lock {
         self.inner.lock.fencing_token()
     }
 
+    /// What a fenced write of this holder carries (`client.fenced_set(key,
+    /// value, lock.fence)`): the fencing token and this grant's holder id.
+    #[getter]
+    fn fence(&self) -> Fence {
+        Fence(self.inner.lock.fence())
+    }
+
     /// True while the lock is held and its validity has not run out.
     fn is_held(&self) -> bool {
         self.inner.lock.is_held()
@@ -249,6 +257,13 @@ impl AsyncLock {
     #[getter]
     fn fencing_token(&self) -> u64 {
         self.inner.lock.fencing_token()
+    }
+
+    /// What a fenced write of this holder carries: the fencing token and
+    /// this grant's holder id (see `Lock.fence`).
+    #[getter]
+    fn fence(&self) -> Fence {
+        Fence(self.inner.lock.fence())
     }
 
     /// True while the lock is held and its validity has not run out.

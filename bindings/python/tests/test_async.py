@@ -76,10 +76,11 @@ def test_async_fenced_set(url: str, resource: str) -> None:
         async with client.lock(resource, ttl=5) as first:
             await client.fenced_set(key, "a", first.fencing_token)
         async with client.lock(resource, ttl=5) as second:
-            await client.fenced_set(key, "b", second.fencing_token)
+            await client.fenced_set(key, "b", second.fence)
+            await client.fenced_set(key, "b2", second.fence)  # the same grant again
             with pytest.raises(fencelock.StaleToken):
-                await client.fenced_set(key, "late", first.fencing_token)
-        assert await client.fenced_get(key) == ("b", second.fencing_token)
+                await client.fenced_set(key, "late", first.fence)
+        assert await client.fenced_get(key) == ("b2", second.fencing_token)
         states = await client.inspect(resource)
         assert states[0]["held"] is False
 
@@ -207,3 +208,26 @@ def test_async_acquire_needs_running_loop(url: str, resource: str) -> None:
     client = AsyncClient(url)
     with pytest.raises(RuntimeError):
         client.acquire(resource, ttl=5)
+
+
+def test_a_cancel_that_loses_the_race_with_the_grant_releases_the_lock(
+    url: str, resource: str, r1: "redis.Redis[str]"
+) -> None:
+    """The grant has come back but the event loop has not handed it over yet
+    when the task is cancelled: the lock nobody received is released."""
+    import time
+
+    async def main() -> None:
+        client = AsyncClient(url)
+        waiting = asyncio.ensure_future(client.acquire(resource, ttl=30, wait=5))
+        time.sleep(0.3)  # blocks the loop: the grant arrives and waits to be handed over
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        for _ in range(60):
+            if not r1.exists(lock_key(resource)):
+                break
+            await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    assert r1.exists(lock_key(resource)) == 0, "the granted lock was left unreleased"

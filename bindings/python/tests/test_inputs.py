@@ -106,6 +106,13 @@ def test_bad_fenced_set_arguments(url: str, resource: str) -> None:
         client.fenced_set(f"data:{resource}", "v", True)
     with pytest.raises(TypeError):
         client.fenced_set(f"data:{resource}", b"v", 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        client.fenced_set(f"data:{resource}", "v", 1.5)  # type: ignore[arg-type]
+    with pytest.raises(fencelock.InvalidArgument):
+        client.fenced_set(f"data:{resource}", "v", "not a fence")
+    # A key of the form of a lock key could overwrite a lock or its counter.
+    with pytest.raises(fencelock.InvalidArgument):
+        client.fenced_set("fencelock:{" + resource + "}", "v", 1)
 
 
 @pytest.mark.parametrize(

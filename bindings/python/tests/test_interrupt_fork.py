@@ -127,3 +127,39 @@ def test_forked_child_gets_closed_error(url: str, resource: str) -> None:
     # The parent's client keeps working.
     with client.lock(resource, ttl=5):
         pass
+
+
+def _gone(r: "redis.Redis[str]", key: str, within: float = 3.0) -> bool:
+    deadline = time.monotonic() + within
+    while r.exists(key) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return r.exists(key) == 0
+
+
+def test_ctrl_c_as_the_grant_arrives_releases_the_lock(
+    url: str, resource: str, r1: "redis.Redis[str]"
+) -> None:
+    """Ctrl-C that loses the race with the grant: the lock nobody received
+    is released in the background, not left to block the resource for its ttl."""
+    from urllib.parse import urlparse
+
+    from delay_proxy import DelayProxy
+
+    port = urlparse(url).port
+    assert port is not None
+    proxy = DelayProxy(port, 0.15)  # the grant lands at once, its reply comes 150 ms later
+    client = Client(proxy.url, node_timeout=2, connect_timeout=5)
+
+    def slow_interrupt(signum: int, frame: object) -> None:
+        time.sleep(0.4)  # the reply arrives while the handler runs
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, slow_interrupt)
+    try:
+        threading.Timer(0.03, _thread.interrupt_main).start()
+        with pytest.raises(KeyboardInterrupt):
+            client.acquire(resource, ttl=30, wait=5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        proxy.close()
+    assert _gone(r1, lock_key(resource)), "the granted lock was left unreleased"

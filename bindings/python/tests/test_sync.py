@@ -128,16 +128,39 @@ def test_fenced_set_refuses_stale_token(url: str, resource: str) -> None:
     old_token = first.fencing_token
     first.release()
     second = client.acquire(resource, ttl=5)
-    client.fenced_set(key, "new", second.fencing_token)
+    client.fenced_set(key, "new", second.fence)
     with pytest.raises(fencelock.StaleToken) as err:
         client.fenced_set(key, "old", old_token)
     assert key in str(err.value)
     assert client.fenced_get(key) == ("new", second.fencing_token)
-    # The same token may write again; a newer one too.
-    client.fenced_set(key, "newer", second.fencing_token)
-    assert client.fenced_get(key) == ("newer", second.fencing_token)
+    # A bare equal token cannot prove it is the same grant: refused.
+    with pytest.raises(fencelock.StaleToken):
+        client.fenced_set(key, "bare", second.fencing_token)
+    # The same grant, by its fence (or the fence's text), may write again.
+    client.fenced_set(key, "newer", second.fence)
+    client.fenced_set(key, "newest", str(second.fence))
+    assert client.fenced_get(key) == ("newest", second.fencing_token)
+    # Another grant with the same token (after a lost counter) may not.
+    other = fencelock.Fence(second.fencing_token, second.fence.holder % (2**63 - 1) + 1)
+    with pytest.raises(fencelock.StaleToken):
+        client.fenced_set(key, "other", other)
     assert client.fenced_get(f"missing:{resource}") is None
     second.release()
+
+
+def test_fence_values() -> None:
+    fence = fencelock.Fence(42, 7)
+    assert (fence.token, fence.holder) == (42, 7)
+    assert str(fence) == "42:7" and fencelock.Fence.parse("42:7") == fence
+    assert fencelock.Fence.parse("42") == fencelock.Fence(42) and fencelock.Fence(42).holder == 0
+    assert hash(fence) == hash(fencelock.Fence(42, 7))
+    for bad in ["", "x", "1:", "1:2:3", "1:9223372036854775808"]:
+        with pytest.raises(fencelock.InvalidArgument):
+            fencelock.Fence.parse(bad)
+    with pytest.raises(fencelock.InvalidArgument):
+        fencelock.Fence(1, 2**63)
+    with pytest.raises(TypeError):
+        fencelock.Fence("1")  # type: ignore[arg-type]
 
 
 def test_lost_signal_after_key_deleted(url: str, resource: str, r1: "redis.Redis[str]") -> None:

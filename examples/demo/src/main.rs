@@ -139,11 +139,11 @@ async fn paused_writer_is_fenced(client: &Client) -> DemoResult {
         .acquire("demo:report", LockOptions::new(Duration::from_secs(5)))
         .await?;
     client
-        .fenced_set("demo:report-data", "written by B", b.fencing_token())
+        .fenced_set("demo:report-data", "written by B", b.fence())
         .await?;
     println!("   B takes the lock with token {} and writes", b.fencing_token());
     match client
-        .fenced_set("demo:report-data", "written by A", a.fencing_token())
+        .fenced_set("demo:report-data", "written by A", a.fence())
         .await
     {
         Err(err) if err.kind() == ErrorKind::StaleToken => {

@@ -8,12 +8,14 @@ increasing per resource. Sync (:class:`Client`) and asyncio
 >>> from fencelock import Client
 >>> client = Client(["redis://127.0.0.1:6379"])          # doctest: +SKIP
 >>> with client.lock("reports:nightly", ttl=30, wait=5) as lock:  # doctest: +SKIP
-...     client.fenced_set("report:state", "running", lock.fencing_token)
+...     client.fenced_set("report:state", "running", lock.fence)
 
 Forking: a client made before ``fork()`` raises :class:`Closed` in the
 child. Create clients after forking (in each multiprocessing worker, or in
 gunicorn's ``post_fork`` hook), or use the ``spawn`` start method.
 """
+
+import atexit
 
 from ._errors import (
     AuthError,
@@ -39,11 +41,18 @@ from ._native import (
     AsyncLock,
     AsyncLockContext,
     Client,
+    Fence,
     Lock,
     LockContext,
     LostSignal,
     __version__,
+    settle,
 )
+
+# Clean-up still on its way when the interpreter exits (a lock granted just
+# as Ctrl-C came, the undo of an abandoned attempt) would die with the
+# process and leave keys blocking their resources until their ttl.
+atexit.register(settle)
 
 __all__ = [
     "AsyncClient",
@@ -52,6 +61,7 @@ __all__ = [
     "AuthError",
     "Client",
     "Closed",
+    "Fence",
     "ConfigError",
     "FenceLockError",
     "InvalidArgument",
@@ -71,4 +81,5 @@ __all__ = [
     "Unavailable",
     "WouldBlock",
     "__version__",
+    "settle",
 ]
