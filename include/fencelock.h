@@ -1063,6 +1063,24 @@ fencelock_status fencelock_options_set_tls_min_version(struct fencelock_options 
                                                        int32_t version);
 
 /**
+ * Waits until no client of this process has clean-up running in the
+ * background, for up to `timeout_ms`: the undo of an abandoned acquire
+ * attempt, the part of a release still on its way to slower nodes, a
+ * reconnect-and-release to a node that was down. Call it before the process
+ * exits (after freeing or not freeing the clients): background work dies
+ * with the process, and a key it would have removed blocks its resource
+ * until the ttl. Each clean-up is bounded by its client's connect timeout
+ * plus its per-node timeout.
+ *
+ * Statuses: `OK` (nothing left running), `TIMEOUT` (some still running
+ * after `timeout_ms`), `WOULD_BLOCK` (called on a thread of an async
+ * runtime). Blocks the calling thread up to `timeout_ms`; thread-safe. Do
+ * not call it from a fencelock callback: the callbacks of clean-up that
+ * waits would wait behind it.
+ */
+fencelock_status fencelock_settle(uint64_t timeout_ms);
+
+/**
  * The name of a status value (`"FENCELOCK_STATUS_NOT_ACQUIRED"`), or
  * `"FENCELOCK_STATUS_UNKNOWN"` for a value this library does not define.
  *

@@ -120,9 +120,10 @@ impl Node {
     /// Runs a prepared script call (the same call may go to every node) on
     /// the foreground connection within the per-node timeout. Without a
     /// connection up it waits, within that same timeout, for the attempt
-    /// under way (or starts one); during the short pause after a failed
-    /// attempt it fails at once. An attempt that outlasts the request goes
-    /// on in the background, bounded by the connect timeout.
+    /// under way, or starts one (after the short pause that follows a
+    /// failed one), and fails as soon as that attempt fails. An attempt that
+    /// outlasts the request goes on in the background, bounded by the
+    /// connect timeout.
     pub(crate) async fn eval_prepared(&self, call: &Prepared) -> Reply {
         let deadline = Instant::now() + self.request_timeout;
         let live = match self.foreground.live() {

@@ -29,6 +29,7 @@ mod fenced;
 mod lock;
 mod operation;
 mod options;
+mod settle;
 mod status;
 mod version;
 
@@ -39,6 +40,7 @@ pub use fenced::*;
 pub use lock::*;
 pub use operation::*;
 pub use options::*;
+pub use settle::*;
 pub use status::*;
 pub use version::*;
 

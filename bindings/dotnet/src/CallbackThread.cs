@@ -5,12 +5,12 @@ using System.Threading;
 namespace FenceLock
 {
     /// <summary>
-    /// Housekeeping for the fencelock runtime threads that call into managed
+    /// Housekeeping for the fencelock thread that calls into managed
     /// code (every callback): on Mono they must not hold up process exit.
     ///
     /// Mono attaches a native thread that calls a delegate as a background
     /// thread, and at shutdown it aborts every background thread and waits,
-    /// without a time limit, for each to end. fencelock's runtime threads sit
+    /// without a time limit, for each to end. fencelock's callback thread sits
     /// in native code for the life of the process and never end, so a Mono
     /// program that received one callback would hang after Main returns (and
     /// in Environment.Exit). Mono skips threads flagged

@@ -140,8 +140,9 @@ namespace FenceLock
     }
 
     /// <summary>
-    /// A blocking native call was made on a fencelock runtime thread. This
-    /// binding never does that; seeing it means a bug here, please report it.
+    /// A blocking native call was made on a thread of an async runtime inside
+    /// libfencelock. This binding never does that; seeing it means a bug here,
+    /// please report it.
     /// </summary>
     public sealed class WouldBlockException : FenceLockException
     {

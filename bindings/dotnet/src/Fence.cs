@@ -45,7 +45,7 @@ namespace FenceLock
         {
             if (text == null) throw new ArgumentNullException(nameof(text));
             var parts = text.Split(':');
-            ulong token, holder = 0;
+            ulong token = 0, holder = 0;
             bool valid = parts.Length <= 2 && Number(parts[0], out token) && (parts.Length == 1 || Number(parts[1], out holder));
             if (!valid || holder > MaxHolderId)
                 throw new FormatException("'" + text + "' is not a fence: expected token:holder or a bare token");

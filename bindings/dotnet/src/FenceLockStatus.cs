@@ -31,7 +31,7 @@ namespace FenceLock
         Tls = 10,
         /// <summary>The client is closed.</summary>
         Closed = 11,
-        /// <summary>A blocking call was made on a fencelock runtime thread.</summary>
+        /// <summary>A blocking call was made on a thread of an async runtime inside libfencelock.</summary>
         WouldBlock = 12,
         /// <summary>A required argument was null.</summary>
         NullArgument = 100,

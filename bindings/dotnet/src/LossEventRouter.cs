@@ -16,7 +16,7 @@ namespace FenceLock
     /// delivers at once. The callback only looks the handle up and queues the
     /// cancellation on the thread pool, so user code registered on
     /// <see cref="FenceLockHandle.LostToken"/> never runs on the fencelock
-    /// runtime thread.
+    /// callback thread.
     ///
     /// Why <c>user_data</c> is a number and not a GCHandle: the client's event
     /// hub outlives the client (locks keep being renewed, and can be lost,

@@ -18,11 +18,10 @@ namespace FenceLock
     /// the ABI promises exactly one callback per started operation (and none
     /// when the start fails, where <see cref="Start"/> frees it instead).
     ///
-    /// Callbacks arrive on a fencelock runtime thread. The task is created with
-    /// <see cref="TaskCreationOptions.RunContinuationsAsynchronously"/> so the
-    /// caller's continuation runs on the thread pool, never on that thread
-    /// (where every blocking fencelock call would fail with WOULD_BLOCK and
-    /// slow user code would stall the runtime).
+    /// Callbacks arrive on libfencelock's callback thread. The task is created
+    /// with <see cref="TaskCreationOptions.RunContinuationsAsynchronously"/> so
+    /// the caller's continuation runs on the thread pool, never on that thread
+    /// (where slow user code would delay every other callback of the process).
     /// </summary>
     internal abstract class NativeOperation<T>
     {
