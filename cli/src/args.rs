@@ -84,6 +84,16 @@ pub struct Connection {
     #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration, global = true)]
     pub node_timeout: Duration,
 
+    /// Limit on opening a connection to a node (TCP, TLS, authentication, script preload);
+    /// raise it for slow links.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration, global = true)]
+    pub connect_timeout: Duration,
+
+    /// Refuse nodes that do not run AOF (appendonly yes): without it a restarted node forgets
+    /// its fencing counters and tokens may repeat. Such nodes are otherwise only warned about.
+    #[arg(long, global = true)]
+    pub require_aof: bool,
+
     /// ACL user name (overrides the URL's).
     #[arg(long, value_name = "USER", env = USERNAME_VAR, global = true)]
     pub username: Option<String>,

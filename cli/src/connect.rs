@@ -22,6 +22,8 @@ fn builder(connection: &Connection) -> Result<ClientBuilder, Error> {
         .nodes(connection.nodes.iter().map(|node| node.expose()))
         .key_prefix(connection.key_prefix.as_str())
         .node_timeout(connection.node_timeout)
+        .connect_timeout(connection.connect_timeout)
+        .require_aof(connection.require_aof)
         .tls_min_version(match connection.tls_min_version {
             TlsMinVersion::V1_2 => TlsVersion::V1_2,
             TlsMinVersion::V1_3 => TlsVersion::V1_3,

@@ -24,7 +24,14 @@ fn a_signal_during_the_grant_leaves_no_key_behind() {
         let resource = format!("grant-race-{name}");
         let mut command = common::bare_fencelock();
         command
-            .args(["--node", &proxy.url(), "--node-timeout", "5s"])
+            .args([
+                "--node",
+                &proxy.url(),
+                "--node-timeout",
+                "5s",
+                "--connect-timeout",
+                "5s",
+            ])
             .args(["run", "--wait", "0", &resource, "--", "echo", "ran"]);
         let child = spawn(&mut command);
         assert!(

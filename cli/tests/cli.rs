@@ -1,10 +1,12 @@
 //! `fencelock run` and `fencelock status` as a user runs them: the real
 //! binary against real redis-server nodes.
 
-use std::io::Read;
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
+use common::{code, finish, key_exists, spawn, text};
 use fencelock::{ClientBuilder, LockOptions, blocking};
 use fencelock_harness::{NodeOptions, RedisNode};
 
@@ -27,14 +29,6 @@ fn fencelock(nodes: &[RedisNode], args: &[&str]) -> Command {
 
 fn output(nodes: &[RedisNode], args: &[&str]) -> Output {
     fencelock(nodes, args).output().expect("run fencelock")
-}
-
-fn code(output: &Output) -> i32 {
-    output.status.code().expect("fencelock exits, it is not killed")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Takes a lock on every node, not just a quorum; use the returned lock's
@@ -71,10 +65,6 @@ fn hold(nodes: &[RedisNode], resource: &str) -> blocking::Lock {
         lock.release().expect("release");
     }
     panic!("no acquire of {resource} reached every node in 5 tries");
-}
-
-fn key_exists(node: &RedisNode, resource: &str) -> bool {
-    node.command(&["EXISTS", &format!("fencelock:{{{resource}}}")]) == redis::Value::Int(1)
 }
 
 /// Whether `resource` is held on `node` within `limit` (polled).
@@ -121,34 +111,6 @@ fn wait_until_held(node: &RedisNode, resource: &str) {
 }
 
 /// Waits for a child, killing it (and failing) if it hangs.
-fn finish(mut child: Child) -> Output {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().expect("poll child").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("fencelock did not exit within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    child.stdout.take().map(|mut s| s.read_to_end(&mut stdout));
-    child.stderr.take().map(|mut s| s.read_to_end(&mut stderr));
-    Output {
-        status: child.wait().expect("reap"),
-        stdout,
-        stderr,
-    }
-}
-
-fn spawn(command: &mut Command) -> Child {
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn fencelock")
-}
-
 #[test]
 fn exit_codes_follow_the_documented_table() {
     let nodes = start_nodes(1);
@@ -501,4 +463,33 @@ fn status_shows_each_node_but_never_the_owners_token() {
     assert!(report["nodes"][0]["error"].is_string());
     nodes[1].kill();
     assert_eq!(code(&status(resource, false)), 69, "fewer than a quorum answered");
+}
+
+#[test]
+fn a_node_without_aof_is_warned_about_and_refused_with_require_aof() {
+    let nodes = start_nodes(1);
+    let warned = output(&nodes, &["run", "aof-check", "--", "true"]);
+    assert_eq!(code(&warned), 0, "{}", text(&warned.stderr));
+    assert!(
+        text(&warned.stderr).contains("without AOF"),
+        "no warning: {}",
+        text(&warned.stderr)
+    );
+    let refused = output(&nodes, &["--require-aof", "run", "aof-check", "--", "true"]);
+    assert_eq!(code(&refused), 2, "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("appendonly"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let durable = RedisNode::start_many(
+        1,
+        &NodeOptions {
+            aof: true,
+            ..NodeOptions::default()
+        },
+    );
+    let accepted = output(&durable, &["--require-aof", "run", "aof-check", "--", "true"]);
+    assert_eq!(code(&accepted), 0, "{}", text(&accepted.stderr));
+    assert_eq!(text(&accepted.stderr), "", "nothing to warn about");
 }

@@ -132,39 +132,36 @@ fn ctrl_z_stops_fencelock_and_the_command_and_fg_resumes_both() {
 #[test]
 fn a_lock_lost_while_stopped_stops_the_command_after_fg() {
     let node = RedisNode::start(&NodeOptions::default());
-    let mut terminal = terminal_for(&node);
-    let script = command_script("lost-while-stopped", false);
-    let (command, fencelock) = start(&mut terminal, "--ttl 1s", "stopped-loss", &script);
-    let _reap = Reap(vec![command, fencelock]);
-
-    terminal.send(CTRL_Z);
-    terminal.expect("Stopped");
-    assert!(eventually(PROMPTLY, || stopped(command) && stopped(fencelock)));
-    // Someone takes the lock away while both are stopped.
-    node.command(&["DEL", "fencelock:{stopped-loss}"]);
-    terminal.type_line("fg");
-    terminal.expect("lost the lock 'stopped-loss'");
-    terminal.expect("got TERM");
-    terminal.expect("PROMPT> ");
-    assert_eq!(terminal.last_status(), 76, "{}", terminal.screen());
-    assert!(eventually(PROMPTLY, || !alive(command)));
+    lost_while_stopped(&node, "lost-while-stopped", "stopped-loss", || {
+        // Someone takes the lock away while both are stopped.
+        node.command(&["DEL", "fencelock:{stopped-loss}"]);
+    });
 }
 
 #[test]
 fn a_lock_that_expired_while_stopped_is_not_resumed() {
     let node = RedisNode::start(&NodeOptions::default());
-    let mut terminal = terminal_for(&node);
-    let script = command_script("expired-while-stopped", false);
-    let (command, fencelock) = start(&mut terminal, "--ttl 1s", "stopped-expiry", &script);
+    lost_while_stopped(&node, "expired-while-stopped", "stopped-expiry", || {
+        // Stopped for longer than the ttl: no renewal, the key expires.
+        assert!(eventually(PROMPTLY, || !key_exists(&node, "stopped-expiry")));
+    });
+}
+
+/// Ctrl-Z stops the command and fencelock (ttl 1 s); `meanwhile` takes the
+/// lock away; after `fg` the loss is reported, the command gets TERM and
+/// fencelock exits 76.
+fn lost_while_stopped(node: &RedisNode, name: &str, resource: &str, meanwhile: impl FnOnce()) {
+    let mut terminal = terminal_for(node);
+    let script = command_script(name, false);
+    let (command, fencelock) = start(&mut terminal, "--ttl 1s", resource, &script);
     let _reap = Reap(vec![command, fencelock]);
 
     terminal.send(CTRL_Z);
     terminal.expect("Stopped");
     assert!(eventually(PROMPTLY, || stopped(command) && stopped(fencelock)));
-    // Stopped for longer than the ttl: no renewal, the key expires.
-    assert!(eventually(PROMPTLY, || !key_exists(&node, "stopped-expiry")));
+    meanwhile();
     terminal.type_line("fg");
-    terminal.expect("lost the lock 'stopped-expiry'");
+    terminal.expect(&format!("lost the lock '{resource}'"));
     terminal.expect("got TERM");
     terminal.expect("PROMPT> ");
     assert_eq!(terminal.last_status(), 76, "{}", terminal.screen());

@@ -22,8 +22,11 @@ fn node_with_password() -> RedisNode {
         "&*",
         "+@all",
     ];
+    // With AOF: fencelock then has nothing to warn about, so stderr must be
+    // empty unless a password warning is due.
     RedisNode::start(&NodeOptions {
         extra_args: acl.iter().map(|s| s.to_string()).collect(),
+        aof: true,
         ..NodeOptions::default()
     })
 }

@@ -33,7 +33,7 @@ use tokio::sync::Notify;
 
 use crate::deadline::{Elapsed, within};
 use crate::error::{ErrorKind, NodeFailure, NodeOutcome, classify_redis_error};
-use crate::persistence::{self, PersistencePolicy};
+use crate::persistence::{self, Persistence, PersistencePolicy};
 use crate::tls::Handshake;
 
 /// Requests timing out this many times in a row on one connection, with no
@@ -97,18 +97,22 @@ pub(crate) struct Direct {
 }
 
 impl Factory {
-    /// A new connection. A direct connection's task is spawned on the
-    /// current runtime and tells `ended` when it stops.
-    async fn connect(self, ended: EndNotice) -> RedisResult<Connection> {
+    /// A new connection, and what the node says of its persistence. A
+    /// direct connection's task is spawned on the current runtime and tells
+    /// `ended` when it stops.
+    async fn connect(self, ended: EndNotice) -> RedisResult<(Connection, Persistence)> {
         match self {
             Factory::Direct(direct) => {
                 let (mut conn, driver) = direct.open().await?;
                 // On this runtime: a caller's connection dies with it.
                 tokio::spawn(watched(driver, ended));
-                preload_scripts(&mut conn).await;
-                Ok(Connection::Standalone(conn))
+                let persistence = preload(&mut conn).await;
+                Ok((Connection::Standalone(conn), persistence))
             }
-            Factory::Cluster(client) => Ok(Connection::Cluster(client.get_async_connection().await?)),
+            Factory::Cluster(client) => Ok((
+                Connection::Cluster(client.get_async_connection().await?),
+                Persistence::Unknown("a Redis Cluster node: check appendonly on every shard".to_owned()),
+            )),
         }
     }
 }
@@ -143,15 +147,22 @@ impl Direct {
     }
 }
 
-/// Loads every script in one round trip so the first calls need no `NOSCRIPT`
-/// fallback. Best effort: a user without `SCRIPT LOAD` rights still works
-/// through the `EVAL` fallback.
-async fn preload_scripts(conn: &mut redis::aio::MultiplexedConnection) {
+/// In one round trip: loads every script, so the first calls need no
+/// `NOSCRIPT` fallback (best effort: a user without `SCRIPT LOAD` rights
+/// still works through the `EVAL` fallback), and asks whether the node runs
+/// AOF (see [`crate::persistence`]).
+async fn preload(conn: &mut MultiplexedConnection) -> Persistence {
     let mut pipe = crate::node::pipeline();
     for script in crate::scripts::all() {
         pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
     }
-    let _: RedisResult<Vec<RedisResult<Value>>> = pipe.query_async(conn).await;
+    pipe.add_command(persistence::question());
+    let replies: RedisResult<Vec<RedisResult<Value>>> = pipe.query_async(conn).await;
+    match replies.map(|mut replies| replies.pop()) {
+        Ok(Some(reply)) => persistence::answer(reply),
+        Ok(None) => Persistence::Unknown("no reply to CONFIG GET".to_owned()),
+        Err(err) => Persistence::Unknown(format!("CONFIG GET failed: {err}")),
+    }
 }
 
 #[derive(Clone)]
@@ -419,13 +430,12 @@ impl Shared {
 
     /// A new connection that passed the persistence check.
     async fn open(&self, ended: EndNotice) -> Result<Connection, NodeFailure> {
-        let mut connection = self
+        let (connection, persistence) = self
             .factory
             .clone()
             .connect(ended)
             .await
             .map_err(|e| classify_redis_error(&e))?;
-        let persistence = persistence::ask(&mut connection).await;
         self.persistence.judge(&self.node, &persistence)?;
         Ok(connection)
     }

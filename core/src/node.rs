@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, ConnectionAddr, RedisError, RedisResult, Value};
 
 use crate::connection::{Direct, Factory, Home, Live, Sent, Slot, tcp_settings};
-use crate::deadline::within;
+use crate::deadline::{Elapsed, within};
 use crate::endpoint::{Endpoint, Topology};
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, classify_redis_error};
 use crate::persistence::PersistencePolicy;
@@ -144,20 +144,7 @@ impl Node {
     /// Sends `call` on `live` once and waits for the reply for up to `limit`.
     pub(crate) async fn send(&self, mut live: Live, call: &Prepared, limit: Duration) -> Reply {
         let outcome = within(limit, call.run(&mut live.connection)).await;
-        match outcome {
-            Ok(Ok(value)) => {
-                live.settle(Sent::Answered);
-                Ok(value)
-            }
-            Ok(Err(err)) => {
-                live.settle(Sent::Failed(&err));
-                Err(NodeOutcome::Failed(classify_redis_error(&err)))
-            }
-            Err(_) => {
-                live.settle(Sent::TimedOut);
-                Err(NodeOutcome::TimedOut)
-            }
-        }
+        settled(&live, outcome)
     }
 
     /// The per-node timeout.
@@ -184,19 +171,29 @@ impl Node {
             }
             Ok(replies)
         };
-        match within(self.request_timeout, request).await {
-            Ok(Ok(replies)) => {
-                live.settle(Sent::Answered);
-                Ok(replies.into_iter().map(reply_from).collect())
-            }
-            Ok(Err(err)) => {
-                live.settle(Sent::Failed(&err));
-                Err(NodeOutcome::Failed(classify_redis_error(&err)))
-            }
-            Err(_) => {
-                live.settle(Sent::TimedOut);
-                Err(NodeOutcome::TimedOut)
-            }
+        let outcome = within(self.request_timeout, request).await;
+        settled(&live, outcome).map(|replies| replies.into_iter().map(reply_from).collect())
+    }
+}
+
+/// What a request on `live` came to, told to its connection (see
+/// [`Live::settle`]): the value, or the node's outcome.
+fn settled<T>(
+    live: &Live,
+    outcome: std::result::Result<RedisResult<T>, Elapsed>,
+) -> std::result::Result<T, NodeOutcome> {
+    match outcome {
+        Ok(Ok(value)) => {
+            live.settle(Sent::Answered);
+            Ok(value)
+        }
+        Ok(Err(err)) => {
+            live.settle(Sent::Failed(&err));
+            Err(NodeOutcome::Failed(classify_redis_error(&err)))
+        }
+        Err(Elapsed) => {
+            live.settle(Sent::TimedOut);
+            Err(NodeOutcome::TimedOut)
         }
     }
 }

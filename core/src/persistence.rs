@@ -3,7 +3,7 @@
 //! Fencing tokens only increase while counters survive: a node restarting
 //! without AOF comes back with none, and a later grant may then repeat an
 //! earlier token (docs/protocol.md §5). Each new connection asks the node
-//! (`CONFIG GET appendonly appendfsync`); a node without AOF is reported
+//! (`CONFIG GET appendonly appendfsync`, with the script preload); a node without AOF is reported
 //! with a warning, once per client, and refused when the client requires
 //! AOF ([`crate::ClientBuilder::require_aof`]).
 
@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis::{RedisResult, Value};
 
-use crate::connection::Connection;
 use crate::error::{ErrorKind, NodeFailure};
 
 /// What a node said about its persistence.
@@ -80,14 +79,15 @@ impl PersistencePolicy {
     }
 }
 
-/// Asks the node on `conn` whether it runs AOF.
-pub(crate) async fn ask(conn: &mut Connection) -> Persistence {
-    let Connection::Standalone(standalone) = conn else {
-        return Persistence::Unknown("a Redis Cluster node: check appendonly on every shard".to_owned());
-    };
+/// The question to the node: `CONFIG GET appendonly appendfsync`.
+pub(crate) fn question() -> redis::Cmd {
     let mut config = redis::cmd("CONFIG");
     config.arg("GET").arg("appendonly").arg("appendfsync");
-    let reply: RedisResult<Value> = config.query_async(standalone).await;
+    config
+}
+
+/// What the node's reply to [`question`] says.
+pub(crate) fn answer(reply: RedisResult<Value>) -> Persistence {
     match reply {
         Ok(value) => read(&value),
         Err(err) => Persistence::Unknown(format!("CONFIG GET failed: {err}; grant +config|get to check")),

@@ -293,14 +293,25 @@ fn signal(child: &Child, sig: libc::c_int) {
     }
 }
 
-/// A port the kernel just handed out on 127.0.0.1. Another process could take
-/// it before redis-server binds; `wait_ready` then fails loudly rather than
-/// talking to a stranger, since the child would have exited.
+/// A port the kernel just handed out on 127.0.0.1, never one this process
+/// handed out before: the listener is closed before redis-server binds the
+/// port, so the kernel may offer it again, and two nodes started together
+/// would then share it (one answering for both). Another process could take
+/// it meanwhile; `wait_ready` then fails loudly rather than talking to a
+/// stranger, since the child would have exited.
 fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("bind an ephemeral loopback port")
+    static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("bind an ephemeral loopback port");
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return port;
+        }
+    }
 }
 
 impl Drop for RedisNode {
