@@ -496,7 +496,7 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
         .await;
     let replies = decided.replies;
     // Counted for `Client::settle`: a process about to exit waits for them.
-    decided.stragglers.finish_holding(nodes.background.start());
+    decided.stragglers.finish_holding(|| nodes.background.start());
     clean_up_unreached(nodes, keys[0], &state.token, &replies, client.connect_timeout);
     let (done, not_ours, _) = tally(replies.iter().map(Option::as_ref));
     let quorum = nodes.quorum();
@@ -534,10 +534,11 @@ fn clean_up_unreached(
     replies: &[Option<Reply>],
     patience: Duration,
 ) {
-    let failed: Vec<bool> = replies.iter().map(|r| matches!(r, Some(Err(_)))).collect();
-    if !failed.contains(&true) {
+    let is_failed = |r: &Option<Reply>| matches!(r, Some(Err(_)));
+    if !replies.iter().any(is_failed) {
         return;
     }
+    let failed: Vec<bool> = replies.iter().map(is_failed).collect();
     let (nodes, key, token) = (nodes.clone(), lock_key.to_owned(), token.clone());
     let running = nodes.background.start();
     if let Ok(runtime) = runtime::handle() {

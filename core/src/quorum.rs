@@ -73,13 +73,18 @@ where
     /// on the current runtime, replies ignored. `None` if nothing was left.
     /// Dropping the handle leaves the task running.
     pub(crate) fn finish_in_background(self) -> Option<tokio::task::JoinHandle<()>> {
-        self.finish_holding(())
+        self.finish_holding(|| ())
     }
 
-    /// [`Stragglers::finish_in_background`], keeping `guard` until they are done.
-    pub(crate) fn finish_holding<G: Send + 'static>(self, guard: G) -> Option<tokio::task::JoinHandle<()>> {
+    /// [`Stragglers::finish_in_background`], keeping the guard `hold()`
+    /// makes (only if there is anything left) until they are done.
+    pub(crate) fn finish_holding<G: Send + 'static>(
+        self,
+        hold: impl FnOnce() -> G,
+    ) -> Option<tokio::task::JoinHandle<()>> {
         let mut pending = self.0.filter(|pending| !pending.is_empty())?;
         let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let guard = hold();
         Some(runtime.spawn(async move {
             let _guard = guard;
             while pending.next().await.is_some() {}
