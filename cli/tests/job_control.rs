@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use common::pty::{CTRL_BACKSLASH, CTRL_C, CTRL_Z, PROMPTLY, Terminal};
@@ -245,8 +246,13 @@ fn kill_9_of_fencelock_kills_the_command_promptly() {
 fn without_a_terminal_tstp_and_cont_stop_and_resume_both() {
     let node = RedisNode::start(&NodeOptions::default());
     let script = command_script("cron", false);
+    // In a process group of its own, as a shell runs a job: a group whose
+    // parents are all outside the session (this test run under setsid, or
+    // left behind by its shell) is orphaned, and the kernel ignores
+    // SIGTSTP's stop there, for fencelock as for any program.
     let mut child = common::spawn(
         common::bare_fencelock()
+            .process_group(0)
             .args([
                 "--node",
                 &node.url(),
@@ -299,7 +305,6 @@ fn without_a_terminal_tstp_and_cont_stop_and_resume_both() {
 /// neither caught nor forwarded, and the command inherits it ignored.
 #[test]
 fn a_signal_ignored_at_start_stays_ignored_for_the_command() {
-    use std::os::unix::process::CommandExt;
     let node = RedisNode::start(&NodeOptions::default());
     let mut command = common::bare_fencelock();
     command.args([
