@@ -8,7 +8,7 @@ use tokio::task::JoinHandle;
 use crate::client::ClientShared;
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, quorum_failure_kind};
 use crate::fenced::{Fence, new_holder_id};
-use crate::fencing::{MAX_FENCING_TOKEN, raise_to, token_from_grants};
+use crate::fencing::{FencingToken, MAX_FENCING_TOKEN, raise_to};
 use crate::keys::LockKeys;
 use crate::lease::Leases;
 use crate::lock::{Lock, LockState};
@@ -125,19 +125,21 @@ async fn attempt(
         )
         .await;
     cleanup.skip_refusals(&replies);
-    let counters: Vec<u64> = replies.iter().flatten().filter_map(granted).collect();
+    let counters: Vec<Option<u64>> = replies.iter().map(|r| r.as_ref().and_then(granted)).collect();
     let quorum = nodes.quorum();
-    if !quorum.reached(counters.len()) {
-        return Err(refusal(nodes, &replies, resource));
-    }
-    let (fencing_token, must_raise) = token_from_grants(&counters, quorum).unwrap_or_default();
-    if must_raise && let Err(raise_replies) = raise_to(nodes, keys.fence(), fencing_token).await {
+    let fencing_token = match FencingToken::from_grants(&counters) {
+        Some(token) if quorum.reached(counters.iter().flatten().count()) => token,
+        _ => return Err(refusal(nodes, &replies, resource)),
+    };
+    if !fencing_token.ready(quorum)
+        && let Err(raise_replies) = raise_to(nodes, keys.fence(), &fencing_token).await
+    {
         let reports = nodes.reports(&raise_replies, |_| NodeOutcome::Ok);
         return Err(Error::new(
             ErrorKind::Unavailable,
             format!(
-                "lock '{resource}' was granted but its fencing counter could not be raised on a majority; \
-                 the attempt was undone"
+                "lock '{resource}' was granted but its fencing counter could not be raised on a majority \
+                 of the nodes that granted it (docs/protocol.md section 4.4); the attempt was undone"
             ),
         )
         .with_resource(resource)
@@ -156,14 +158,10 @@ async fn attempt(
     };
     cleanup.disarm();
     drop(cleanup);
-    let leases = Leases::granted(
-        replies.iter().map(|r| r.as_ref().and_then(granted).is_some()),
-        sent,
-        ttl,
-    );
+    let leases = Leases::granted(counters.iter().map(Option::is_some), sent, ttl);
     Ok(Grant {
         token,
-        fencing_token,
+        fencing_token: fencing_token.value(),
         holder: new_holder_id()?,
         leases,
         valid_until,

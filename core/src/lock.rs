@@ -408,9 +408,15 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
     let ttl_ms = ttl.as_millis().to_string();
     let keys = [state.lock_key()];
     let change = nodes
-        .decide_ttl_change(&scripts::EXTEND, &keys, &[state.token.as_str(), &ttl_ms], |r| {
-            compare_and_act(r) == Some(CompareAndAct::Done)
-        })
+        .decide_ttl_change(
+            &scripts::EXTEND,
+            &keys,
+            &[state.token.as_str(), &ttl_ms],
+            |r| compare_and_act(r) == Some(CompareAndAct::Done),
+            |sending| {
+                state.timing().record(nodes, sent, ttl, sending);
+            },
+        )
         .await;
     // Whatever the outcome, the slower nodes may still apply the new ttl:
     // the validity below counts with that (docs/protocol.md §4.5).
@@ -444,14 +450,25 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
         .with_resource(state.resource())
         .with_nodes(reports));
     }
+    let why = if quorum.reached(done) {
+        format!(
+            "{done} of {} nodes confirmed, but the answers came after the new ttl ({ttl:?}, less the drift \
+             margin) had run out; use a ttl well above the round trip",
+            nodes.nodes().len()
+        )
+    } else {
+        format!(
+            "only {done} of {} nodes confirmed ({} needed)",
+            nodes.nodes().len(),
+            quorum.needed()
+        )
+    };
     Err(Error::new(
         quorum_failure_kind(&reports),
         format!(
-            "cannot extend lock '{}': only {done} of {} nodes confirmed ({} needed); the lock stays valid for {:?} \
-             (less if the nodes that did not answer apply the new ttl) unless a retry succeeds",
+            "cannot extend lock '{}': {why}; the lock stays valid for {:?} (what the nodes may now hold) \
+             unless a retry succeeds",
             state.resource(),
-            nodes.nodes().len(),
-            quorum.needed(),
             state.remaining()
         ),
     )

@@ -8,7 +8,7 @@ use crate::background::Background;
 use crate::error::{NodeOutcome, NodeReport};
 use crate::lease::{Leases, Outcome, Validity};
 use crate::node::{Delivery, Node, Prepared, Reply, as_i64};
-use crate::quorum::{Decided, Quorum, decide};
+use crate::quorum::{Decided, Quorum, by_quorum, decide, gather};
 use crate::scripts::LuaScript;
 
 /// Every node of a client with its majority rule and drift factor.
@@ -76,6 +76,20 @@ impl NodeSet {
         args: &[&str],
         is_yes: impl Fn(&Reply) -> bool,
     ) -> Decided<Reply, impl Future<Output = (usize, Reply)> + Send + 'static> {
+        self.send_until(script, keys, args, by_quorum(self.quorum, is_yes))
+            .await
+    }
+
+    /// [`NodeSet::decide`] with a decision rule of the caller's: `decided`
+    /// is told each node's reply (with the node's index) as it comes, and
+    /// says when the outcome is settled.
+    pub(crate) async fn send_until(
+        self: &Arc<Self>,
+        script: &'static LuaScript,
+        keys: &[&str],
+        args: &[&str],
+        decided: impl FnMut(usize, &Reply) -> bool,
+    ) -> Decided<Reply, impl Future<Output = (usize, Reply)> + Send + 'static> {
         if let [node] = self.nodes.as_slice() {
             // Single-node mode, the hottest path: nothing to race or leave
             // behind, so no futures set to build.
@@ -87,28 +101,35 @@ impl NodeSet {
             let (nodes, call) = (self.clone(), call.clone());
             async move { (index, nodes.nodes[index].eval_prepared(&call).await) }
         });
-        decide(requests, self.quorum, is_yes).await
+        gather(requests, decided).await
     }
 
     /// [`NodeSet::decide`] for a request that changes a held lock's ttl: it
     /// goes on the background connections (where renewals go, so a lock's
     /// ttl changes reach each node in order), and the result says which
     /// connection each node's request went on, for [`crate::lease`].
+    ///
+    /// `on_sending` is told, just before anything is sent, each node's part
+    /// as it stands then (unknown where the request goes, since it may land
+    /// any moment; not sent elsewhere): the lock must count with the new ttl
+    /// while the request is under way, not only once it is decided.
     pub(crate) async fn decide_ttl_change(
         self: &Arc<Self>,
         script: &'static LuaScript,
         keys: &[&str],
         args: &[&str],
         is_yes: impl Fn(&Reply) -> bool,
+        on_sending: impl FnOnce(&mut dyn Iterator<Item = Outcome>),
     ) -> TtlChange<impl Future<Output = (usize, Reply)> + Send + 'static> {
         let call = Arc::new(Prepared::new(script, keys, args));
         // Chosen before anything is sent: which connection a request went on
         // is then known even if the decision comes before its answer.
         let connections: Vec<_> = self.nodes.iter().map(Node::background).collect();
-        let generations = connections
+        let generations: Vec<Option<u32>> = connections
             .iter()
             .map(|c| c.as_ref().ok().map(|live| live.generation))
             .collect();
+        on_sending(&mut generations.iter().map(|generation| outcome(*generation, None)));
         let requests = connections.into_iter().enumerate().map(|(index, connection)| {
             let (nodes, call) = (self.clone(), call.clone());
             async move {

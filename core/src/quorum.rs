@@ -105,16 +105,21 @@ pub(crate) async fn decide<R, F>(
 where
     F: Future<Output = (usize, R)>,
 {
+    gather(requests, by_quorum(quorum, is_yes)).await
+}
+
+/// The decision rule of [`decide`], for [`gather`]: settled once `is_yes`
+/// answers reach a quorum or the others make one impossible.
+pub(crate) fn by_quorum<R>(quorum: Quorum, is_yes: impl Fn(&R) -> bool) -> impl FnMut(usize, &R) -> bool {
     let (mut yes, mut no) = (0, 0);
-    gather(requests, |_, result| {
+    move |_, result| {
         if is_yes(result) {
             yes += 1;
         } else {
             no += 1;
         }
         quorum.reached(yes) || quorum.impossible(no)
-    })
-    .await
+    }
 }
 
 /// Runs one future per node concurrently and collects their results until

@@ -301,7 +301,7 @@ async fn run_batch(nodes: Arc<NodeSet>, batch: Vec<(JobKey, Job)>, schedule: Wea
     }
     tracing::debug!(locks = renewing.len(), "renewing");
     let sent = Instant::now();
-    let renewed = renew_on_every_node(&nodes, &renewing).await;
+    let renewed = renew_on_every_node(&nodes, &renewing, sent).await;
     for (index, item) in renewing.iter().enumerate() {
         settle(&nodes, &schedule, item, &renewed, index, sent);
     }
@@ -335,15 +335,16 @@ impl Renewed {
 /// One pipeline per node carrying every lock of the batch, all nodes in
 /// parallel, decided as soon as every lock's renewal is (a quorum renewed
 /// it, or can no longer); the slower nodes' pipelines go on in the background.
-async fn renew_on_every_node(nodes: &Arc<NodeSet>, renewing: &[Renewing]) -> Renewed {
+async fn renew_on_every_node(nodes: &Arc<NodeSet>, renewing: &[Renewing], sent: Instant) -> Renewed {
     let batch: Arc<[(Arc<LockState>, Duration)]> = renewing.iter().map(|r| (r.lock.clone(), r.ttl)).collect();
     let calls = Arc::new(renewal_pipeline(&batch, evalsha_cmd));
     // Chosen before anything is sent, so each request's connection is known.
     let connections: Vec<_> = nodes.nodes().iter().map(Node::background).collect();
-    let generations = connections
+    let generations: Vec<Option<u32>> = connections
         .iter()
         .map(|c| c.as_ref().ok().map(|live| live.generation))
         .collect();
+    count_as_under_way(nodes, renewing, &generations, sent);
     let requests = connections.into_iter().enumerate().map(|(index, connection)| {
         let (nodes, calls, batch) = (nodes.clone(), calls.clone(), batch.clone());
         async move {
@@ -382,6 +383,19 @@ async fn renew_on_every_node(nodes: &Arc<NodeSet>, renewing: &[Renewing]) -> Ren
     Renewed {
         replies: decided.replies,
         generations,
+    }
+}
+
+/// A renewal may land the moment it is sent: until it is answered, each
+/// lock counts with its ttl as unknown on every node it goes to
+/// (docs/protocol.md §4.5).
+fn count_as_under_way(nodes: &NodeSet, renewing: &[Renewing], generations: &[Option<u32>], sent: Instant) {
+    for item in renewing {
+        let mut timing = item.lock.timing();
+        if timing.job == Some(item.key) {
+            let under_way = generations.iter().map(|generation| outcome(*generation, None));
+            timing.record(nodes, sent, item.ttl, under_way);
+        }
     }
 }
 

@@ -8,6 +8,8 @@
 
 mod faults_support;
 
+use std::time::Duration;
+
 use faults_support::*;
 use fencelock::{ErrorKind, Fence, LockOptions};
 
@@ -35,7 +37,15 @@ async fn t31_an_equal_token_from_another_grant_is_a_stale_write() {
     set_counter(a_node, 99);
     set_counter(b_node, 99);
     set_counter(c_node, 98);
-    let a = builder_for(nodes.iter().map(RedisNode::url))
+    // A reaches c through a slow link, so its grant is decided on a and b
+    // (both 100: no raise); had c answered first, T = 100 with one node
+    // agreeing would raise c to 100 and leave nothing to plant.
+    let slow_c = FaultProxy::start(c_node.port());
+    slow_c.set(Mode::Delay {
+        each_way: ms(50),
+        jitter: Duration::ZERO,
+    });
+    let a = builder_for([a_node.url(), b_node.url(), slow_c.url()])
         .node_timeout(GENEROUS_NODE_TIMEOUT)
         .build()
         .await

@@ -307,3 +307,47 @@ async fn t30_a_failed_extend_to_a_shorter_ttl_never_leaves_two_holders() {
     assert_no_violations(&history.check(&CheckOptions::default()));
     b_lock.release().await.unwrap();
 }
+
+/// T30b: an extend to a ttl shorter than its own round trip. The request
+/// lands (700 ms each way), the key expires 300 ms later, and the reply is
+/// still on its way: while the extend is under way, the lock must already
+/// count with the ttl it may have set, not read as held on the old lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t30b_an_extend_under_way_counts_with_its_shorter_ttl() {
+    let node = RedisNode::start(&NodeOptions::default());
+    let proxy = FaultProxy::start(node.port());
+    let client = builder_for([proxy.url()])
+        .node_timeout(ms(3000))
+        .connect_timeout(ms(5000))
+        .build()
+        .await
+        .unwrap();
+    let lock = client
+        .acquire("t30b", LockOptions::new(ms(20_000)).auto_renew(false))
+        .await
+        .unwrap();
+    proxy.set(Mode::Delay {
+        each_way: ms(700),
+        jitter: Duration::ZERO,
+    });
+    let started = Instant::now();
+    let watch = async {
+        // The extend lands at about 700 ms; the key expires about 300 ms later.
+        let gone = wait_until(ms(3000), || get(&node, &lock_key("t30b")).is_none()).await;
+        (gone, started.elapsed(), lock.is_held(), lock.remaining())
+    };
+    let (result, (gone, expired_after, held, remaining)) = tokio::join!(lock.extend(ms(300)), watch);
+    eprintln!(
+        "t30b: key gone after {expired_after:?} (held then: {held}, {remaining:?} left); extend answered after {:?}: {result:?}",
+        started.elapsed()
+    );
+    assert!(gone, "the shorter ttl never took effect");
+    assert!(
+        expired_after + ms(100) < started.elapsed(),
+        "the reply came before the key expired: the race under test did not happen"
+    );
+    assert!(
+        !held,
+        "the key is gone, yet the lock read as held with {remaining:?} left"
+    );
+}

@@ -710,3 +710,90 @@ fn run_grant_worker(urls: &[String], label: &str) {
     }
     println!("{T16_LINE}done {grants} {release_failures}");
 }
+
+/// The RAISE_FENCE script's SHA1, as every front calls it (tests/vectors/protocol.json).
+fn raise_fence_sha() -> &'static str {
+    let vectors: serde_json::Value =
+        serde_json::from_str(include_str!("../../tests/vectors/protocol.json")).expect("valid JSON");
+    let sha = vectors["scripts"]["RAISE_FENCE"]
+        .as_str()
+        .expect("RAISE_FENCE's SHA1");
+    String::leak(sha.to_owned())
+}
+
+/// T39: a raise counts only on nodes that granted. 3 nodes with counters
+/// 4, 2, 0. B (ttl 5 s) takes node 3 first (counter 1) while its request to
+/// node 2 is slow and node 1 is out of its reach. Then A (ttl 500 ms) gets
+/// nodes 1 and 2 (5 and 3: token 5, to be raised), node 3 refuses it, and
+/// A's link to node 2 breaks just as the raise is sent. Nodes 1 and 3
+/// confirm the raise, but node 3 had already served B's INCR: counting it,
+/// A would hand out 5, and B, once A's key on node 2 ran out, token 4 after
+/// it (nodes 2 and 3 granted it at 4 and 1). Only a node holding our key
+/// vouches for a raise: any later INCR there comes after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t39_a_raise_counts_only_on_nodes_that_granted() {
+    const RESOURCE: &str = "t39";
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    for (node, counter) in nodes.iter().zip([4, 2, 0]) {
+        node.command(&[
+            "SET",
+            &format!("fencelock:{{{RESOURCE}}}:fence"),
+            &counter.to_string(),
+        ]);
+    }
+    let b_links = proxies_for(&nodes);
+    let b = builder_for(b_links.iter().map(FaultProxy::url))
+        .node_timeout(ms(2000))
+        .build()
+        .await
+        .unwrap();
+    b_links[0].set(Mode::Blackhole);
+    b_links[1].set(Mode::Delay {
+        each_way: ms(700),
+        jitter: Duration::ZERO,
+    });
+    let a_link_2 = FaultProxy::start(nodes[1].port());
+    let a = builder_for([nodes[0].url(), a_link_2.url(), nodes[2].url()])
+        .node_timeout(ms(1000))
+        .build()
+        .await
+        .unwrap();
+    a_link_2.set(Mode::ResetOnRequest(raise_fence_sha()));
+
+    let b_acquire = tokio::spawn(async move {
+        let lock = b.acquire(RESOURCE, LockOptions::new(ms(5000))).await;
+        (b, lock)
+    });
+    assert!(
+        wait_until(ms(1000), || get(&nodes[2], &lock_key(RESOURCE)).is_some()).await,
+        "B never took node 3"
+    );
+    let a_result = a
+        .acquire(
+            RESOURCE,
+            LockOptions::new(ms(500)).auto_renew(false).wait(Duration::ZERO),
+        )
+        .await;
+    let (_b, b_result) = b_acquire.await.unwrap();
+    let lock_b = b_result.expect("B takes nodes 2 and 3 once A's key on node 2 is gone");
+    eprintln!(
+        "t39: A: {:?}; B: token {}",
+        a_result
+            .as_ref()
+            .map(|lock| lock.fencing_token())
+            .map_err(ToString::to_string),
+        lock_b.fencing_token()
+    );
+    if let Ok(lock_a) = &a_result {
+        assert!(
+            lock_b.fencing_token() > lock_a.fencing_token(),
+            "B got token {} after A got {}: tokens went down in hand-out order",
+            lock_b.fencing_token(),
+            lock_a.fencing_token()
+        );
+    }
+    assert!(
+        a_link_2.stats().resets >= 1,
+        "A's raise never reached the breaking link"
+    );
+}

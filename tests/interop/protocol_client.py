@@ -225,8 +225,10 @@ class ProtocolClient:
             return None, self._fail_kind(res)
         fence = max(grants)  # §4.4: single-node, the one grant; Redlock, the max, raised unless q report it
         if self.n > 1 and grants.count(fence) < self.q:
-            raised = self._quorum("RAISE_FENCE", [ck], [str(fence)], lambda v: _is_int(v, 0, 1))
-            if sum(_is_int(r, 0, 1) for r in raised) < self.q:
+            # Only a node that granted vouches: it reported the token or confirmed the raise.
+            raised = self._quorum("RAISE_FENCE", [ck], [str(fence)], None, early=False)
+            vouching = sum(_is_int(g) and (g == fence or _is_int(r, 0, 1)) for g, r in zip(res, raised))
+            if vouching < self.q:
                 self._undo(resource, token, res)
                 return None, "unavailable"
         valid_until = sent + (ttl_ms - self.margin(ttl_ms)) / 1000

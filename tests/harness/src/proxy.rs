@@ -72,6 +72,10 @@ pub enum Mode {
     /// (NAT, firewall) that forgot the flows: only a client that gives up on
     /// a stalled connection and opens a new one gets through.
     StallOpen,
+    /// Forward everything, but reset a connection, at once and without
+    /// forwarding it, when a request chunk contains this text: a link that
+    /// breaks just as one particular command (say, a script's SHA1) is sent.
+    ResetOnRequest(&'static str),
 }
 
 /// What a proxy did so far, for asserting that a fault really happened.
@@ -304,7 +308,7 @@ enum Route {
 /// client's request/reply matching, so such a connection is closed instead;
 /// the one exception is requests in `DropReplies`, which keep the node's side
 /// of the stream intact (only replies go missing).
-fn route(direction: Direction, control: Control, losses: &Losses) -> Route {
+fn route(direction: Direction, control: Control, losses: &Losses, chunk: &[u8]) -> Route {
     let mode = match control {
         Control::Run(mode) => mode,
         Control::Stop => return Route::Close,
@@ -318,9 +322,14 @@ fn route(direction: Direction, control: Control, losses: &Losses) -> Route {
         (Mode::DropReplies, Direction::Request) if losses.requests.load(Ordering::Relaxed) => Route::Close,
         (Mode::DropReplies, Direction::Request) => Route::Forward(Duration::ZERO),
         _ if losses.any() => Route::Close,
-        (Mode::Pass | Mode::StallOpen, _) => Route::Forward(Duration::ZERO),
+        (Mode::ResetOnRequest(text), Direction::Request) if contains(chunk, text.as_bytes()) => Route::Close,
+        (Mode::Pass | Mode::StallOpen | Mode::ResetOnRequest(_), _) => Route::Forward(Duration::ZERO),
         (Mode::Delay { each_way, jitter }, _) => Route::Forward(each_way + random_up_to(jitter)),
     }
+}
+
+fn contains(chunk: &[u8], text: &[u8]) -> bool {
+    !text.is_empty() && chunk.windows(text.len()).any(|window| window == text)
 }
 
 fn random_up_to(limit: Duration) -> Duration {
@@ -337,7 +346,9 @@ fn must_close(control: Control, losses: &Losses) -> bool {
     match control {
         Control::Stop | Control::Run(Mode::Reset) => true,
         _ if losses.stalled() => false,
-        Control::Run(Mode::Pass | Mode::Delay { .. } | Mode::StallOpen) => losses.any(),
+        Control::Run(Mode::Pass | Mode::Delay { .. } | Mode::StallOpen | Mode::ResetOnRequest(_)) => {
+            losses.any()
+        }
         Control::Run(Mode::Blackhole | Mode::DropReplies) => false,
     }
 }
@@ -431,7 +442,7 @@ async fn pump(
             };
             let instruction = *control.borrow();
             losses.stall_if_covered(number, &counters);
-            match route(direction, instruction, &losses) {
+            match route(direction, instruction, &losses, &buf[..n]) {
                 Route::Forward(delay) => {
                     last_due = last_due.max(Instant::now() + delay);
                     if queue.send((last_due, buf[..n].to_vec())).is_err() {
@@ -543,6 +554,33 @@ mod tests {
         assert!(
             round_trip >= Duration::from_millis(80) && round_trip < Duration::from_millis(250),
             "round trip {round_trip:?} with 40 ms each way"
+        );
+    }
+
+    #[test]
+    fn reset_on_request_breaks_only_the_matching_request() {
+        let node = RedisNode::start(&Default::default());
+        let proxy = FaultProxy::start(node.port());
+        proxy.set(Mode::ResetOnRequest("doomed"));
+        let mut stream = connect(&proxy);
+        assert_eq!(
+            ask(&mut stream, "SET kept 1\r\n").unwrap().as_deref(),
+            Some("+OK\r\n")
+        );
+        assert!(
+            ask(&mut stream, "SET doomed 1\r\n").is_err(),
+            "the matching request went through"
+        );
+        assert_eq!(
+            get(&node, "doomed"),
+            None,
+            "the matching request reached the node"
+        );
+        assert_eq!(proxy.stats().resets, 1);
+        let mut fresh = connect(&proxy);
+        assert_eq!(
+            ask(&mut fresh, "GET kept\r\n").unwrap().as_deref(),
+            Some("$1\r\n1\r\n")
         );
     }
 
