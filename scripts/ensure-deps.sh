@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need from Debian's packages when it is
 # missing: redis-server (real nodes), openssl (test certificates for TLS), and
-# for the C tests gcc, make, pkg-config and valgrind.
+# for the C tests gcc, make, pkg-config and valgrind (and spin, which checks
+# the protocol model).
 # Sourced by scripts/demo.sh and scripts/test.sh.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
@@ -12,6 +13,7 @@ if [ "${FENCELOCK_DEPS_C:-0}" = 1 ]; then
   command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
   command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
   command -v nft >/dev/null 2>&1 || missing+=(nftables)  # the netns fault tests (T18, T19)
+  command -v spin >/dev/null 2>&1 || missing+=(spin)      # the protocol model (docs/model)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} from Debian's packages (apt-get)…"

@@ -4,7 +4,7 @@
 # tokens, the 60 s cargo-fuzz smoke per target where nightly and cargo-fuzz
 # are installed (otherwise it says it is skipped), 50-run repeats of the
 # crash, pause, restart and clock-jump tests, and 5,000 cases per property
-# test. Not part of CI; takes roughly 20-25 minutes on 2 cores. Every randomized test prints its seed;
+# test, and the protocol model's long runs. Not part of CI; takes roughly 20-25 minutes on 2 cores. Every randomized test prints its seed;
 # replay one with FENCELOCK_SEED=<seed> and the command it prints.
 #
 #   scripts/test-long.sh                 # every fault suite, long
@@ -22,5 +22,7 @@ for suite in "${suites[@]}"; do
   echo "== $suite (FENCELOCK_LONG=1)"
   cargo test -p fencelock --test "$suite" -- --test-threads=1 --nocapture
 done
+echo "== protocol model, long runs (FENCELOCK_LONG=1)"
+scripts/test-model.sh
 echo "== fault proxy and history checker"
 cargo test -p fencelock-harness --lib -- --test-threads=1

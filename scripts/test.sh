@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: formatting, lints, the Rust suites, the C ABI (plain,
+# Runs every test: formatting, lints, the protocol model, the Rust suites, the C ABI (plain,
 # ASan/UBSan, valgrind), the Python, Node and .NET fronts, and the
 # cross-language test, all against real redis-server processes (installing
 # Debian packages that are missing).
@@ -18,6 +18,8 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
   echo "== SKIPPED cargo clippy: clippy is not installed (rustup component add clippy)"
 fi
+echo "== protocol model (spin)"
+scripts/test-model.sh
 echo "== cargo test"
 # One test at a time: the suites start their own Redis nodes and check timing
 # bounds (loss detected within a renew interval), which a 2-core machine

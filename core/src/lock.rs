@@ -351,6 +351,11 @@ impl Lock {
     /// compare-and-pexpire: it never re-creates a missing key. Later
     /// auto-renewals use the new ttl.
     ///
+    /// A shorter ttl counts from the moment it is sent, since any node may
+    /// apply it at once: [`Lock::remaining`] and [`Lock::is_held`] reflect it
+    /// while the call is under way, and after a failed call as long as a
+    /// node that did not answer may still apply it (docs/protocol.md §4.5).
+    ///
     /// Errors: [`ErrorKind::Lost`] if the key is gone or owned by another on a
     /// majority (the lock is then marked lost), [`ErrorKind::NotHeld`] after
     /// release, [`ErrorKind::Unavailable`] if too few nodes answered.
