@@ -35,7 +35,11 @@ class DelayProxy:
                 client, _ = self._server.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self._upstream)
+            try:
+                upstream = socket.create_connection(self._upstream)
+            except OSError:
+                client.close()  # the node is gone: the client sees a closed connection
+                continue
             for s in (client, upstream):
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sockets += [client, upstream]

@@ -159,7 +159,9 @@ def test_ctrl_c_as_the_grant_arrives_releases_the_lock(
         threading.Timer(0.03, _thread.interrupt_main).start()
         with pytest.raises(KeyboardInterrupt):
             client.acquire(resource, ttl=30, wait=5)
+        signal.signal(signal.SIGINT, previous)
+        # The release goes through the proxy too: keep it open until then.
+        assert _gone(r1, lock_key(resource)), "the granted lock was left unreleased"
     finally:
         signal.signal(signal.SIGINT, previous)
         proxy.close()
-    assert _gone(r1, lock_key(resource)), "the granted lock was left unreleased"
