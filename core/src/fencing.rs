@@ -40,27 +40,19 @@ enum Vouch {
     Never,
 }
 
-/// An attempt's fencing token, and which nodes can vouch for it.
+/// An attempt's fencing token, from each node's grant.
 #[derive(Debug)]
-pub(crate) struct FencingToken {
+pub(crate) struct FencingToken<'a> {
     value: u64,
-    vouches: Vec<Vouch>,
+    /// Per node, the counter its grant returned; `None`: no grant.
+    counters: &'a [Option<u64>],
 }
 
-impl FencingToken {
-    /// The token from each node's grant (`None`: no grant from that node),
-    /// or `None` when no node granted.
-    pub(crate) fn from_grants(counters: &[Option<u64>]) -> Option<Self> {
+impl<'a> FencingToken<'a> {
+    /// The token from each node's grant, or `None` when no node granted.
+    pub(crate) fn from_grants(counters: &'a [Option<u64>]) -> Option<Self> {
         let value = counters.iter().flatten().copied().max()?;
-        let vouches = counters
-            .iter()
-            .map(|counter| match counter {
-                Some(c) if *c == value => Vouch::AtToken,
-                Some(_) => Vouch::Below,
-                None => Vouch::Never,
-            })
-            .collect();
-        Some(FencingToken { value, vouches })
+        Some(FencingToken { value, counters })
     }
 
     pub(crate) fn value(&self) -> u64 {
@@ -72,14 +64,24 @@ impl FencingToken {
         quorum.reached(self.count(Vouch::AtToken))
     }
 
+    fn vouch(&self, node: usize) -> Vouch {
+        match self.counters[node] {
+            Some(counter) if counter == self.value => Vouch::AtToken,
+            Some(_) => Vouch::Below,
+            None => Vouch::Never,
+        }
+    }
+
     fn count(&self, vouch: Vouch) -> usize {
-        self.vouches.iter().filter(|v| **v == vouch).count()
+        (0..self.counters.len())
+            .filter(|&node| self.vouch(node) == vouch)
+            .count()
     }
 }
 
 /// Tallies the raise's replies: which nodes vouch, and whether enough still can.
 struct Tally<'a> {
-    token: &'a FencingToken,
+    token: &'a FencingToken<'a>,
     quorum: Quorum,
     vouching: usize,
     /// Vouching nodes plus those that still could.
@@ -87,7 +89,7 @@ struct Tally<'a> {
 }
 
 impl<'a> Tally<'a> {
-    fn new(token: &'a FencingToken, quorum: Quorum) -> Self {
+    fn new(token: &'a FencingToken<'a>, quorum: Quorum) -> Self {
         let vouching = token.count(Vouch::AtToken);
         Tally {
             token,
@@ -99,7 +101,7 @@ impl<'a> Tally<'a> {
 
     /// Takes in node `node`'s raise reply; true once the outcome is settled.
     fn reply(&mut self, node: usize, raised: bool) -> bool {
-        if self.token.vouches[node] == Vouch::Below {
+        if self.token.vouch(node) == Vouch::Below {
             if raised {
                 self.vouching += 1;
             } else {
@@ -121,7 +123,7 @@ impl<'a> Tally<'a> {
 pub(crate) async fn raise_to(
     nodes: &Arc<NodeSet>,
     fence_key: &str,
-    token: &FencingToken,
+    token: &FencingToken<'_>,
 ) -> std::result::Result<(), Vec<Option<Reply>>> {
     let value = token.value.to_string();
     let mut tally = Tally::new(token, nodes.quorum());
@@ -146,7 +148,7 @@ pub(crate) async fn raise_to(
 mod tests {
     use super::*;
 
-    fn token(counters: &[Option<u64>]) -> FencingToken {
+    fn token(counters: &[Option<u64>]) -> FencingToken<'_> {
         FencingToken::from_grants(counters).unwrap()
     }
 

@@ -75,6 +75,8 @@ pub enum Mode {
     /// Forward everything, but reset a connection, at once and without
     /// forwarding it, when a request chunk contains this text: a link that
     /// breaks just as one particular command (say, a script's SHA1) is sent.
+    /// The text is looked for within each chunk read, so keep it short: a
+    /// client writes one small command in one piece.
     ResetOnRequest(&'static str),
 }
 
