@@ -22,8 +22,10 @@
  *   NULL pointer argument returns FENCELOCK_STATUS_NULL_ARGUMENT unless the
  *   function says NULL is allowed.
  * - Strings: NUL-terminated UTF-8. Other bytes return FENCELOCK_STATUS_INVALID_UTF8.
- *   A resource is 1 to 1024 bytes.
- * - Times: milliseconds as uint64_t. A ttl must be 10 ms to INT32_MAX ms.
+ *   A resource is 1 to FENCELOCK_MAX_RESOURCE_BYTES (1024) bytes.
+ * - Times: milliseconds as uint64_t. A ttl must be FENCELOCK_MIN_TTL_MS (10)
+ *   to FENCELOCK_MAX_TTL_MS (INT32_MAX) ms. All limits are macros below, and
+ *   fencelock_get_limits() gives the loaded library's.
  * - Release (network) is separate from free (memory): free a lock after
  *   releasing it; freeing a held lock stops its renewal and lets the key expire.
  * - Blocking: functions without _async may block for network round trips; each
@@ -83,15 +85,51 @@
 #define FENCELOCK_MAX_QUEUED_EVENTS 1024
 
 /**
- * The largest holder id: ids fit a signed 64-bit SQL column.
+ * Shortest ttl accepted, in ms.
+ */
+#define FENCELOCK_MIN_TTL_MS 10
+
+/**
+ * Longest ttl accepted, in ms (`INT32_MAX`, what Redis's PEXPIRE takes).
+ */
+#define FENCELOCK_MAX_TTL_MS 2147483647
+
+/**
+ * Longest wait accepted, in ms (366 days).
+ */
+#define FENCELOCK_MAX_WAIT_MS 31622400000
+
+/**
+ * Longest resource name (and fenced key), in bytes of UTF-8.
+ */
+#define FENCELOCK_MAX_RESOURCE_BYTES 1024
+
+/**
+ * Longest key prefix, in bytes of UTF-8.
+ */
+#define FENCELOCK_MAX_PREFIX_BYTES 256
+
+/**
+ * Largest fencing token handed out (2^53 - 1: exact in a double).
+ */
+#define FENCELOCK_MAX_FENCING_TOKEN 9007199254740991
+
+/**
+ * Largest holder id of a fence (`INT64_MAX`: fits a signed SQL column).
  */
 #define FENCELOCK_MAX_HOLDER_ID 9223372036854775807
 
 /**
+ * Largest clock-drift factor a client accepts.
+ */
+#define FENCELOCK_MAX_DRIFT_FACTOR 0.1
+
+/**
  * The result of every fallible function. Values are stable and grouped:
- * `0` is success; `1..=99` mirror the core's error kinds (the same numbers
- * every front uses); `100..=199` are mistakes in the call itself; `200` and
- * above are fencelock's own failures.
+ * `0` is success; `1..=99` are the core's error kinds (the same numbers
+ * every front uses, listed in `tests/vectors/protocol.json`); `100..=199`
+ * are mistakes in the call itself; `200` and above are fencelock's own
+ * failures (`200` is the core's kind `internal`).
  */
 enum fencelock_status
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -164,7 +202,8 @@ enum fencelock_status
    */
   FENCELOCK_STATUS_CANCELLED = 102,
   /**
-   * A bug in fencelock (an internal panic was caught at the boundary).
+   * A bug in fencelock (an internal panic was caught at the boundary);
+   * the core's error kind `internal`.
    */
   FENCELOCK_STATUS_INTERNAL = 200,
 };
@@ -177,7 +216,8 @@ typedef int32_t fencelock_status;
 #endif // __cplusplus
 
 /**
- * What one node answered, in a [`fencelock_error`].
+ * What one node answered, in a [`fencelock_error`]
+ * (`tests/vectors/protocol.json`, `node_outcomes`).
  */
 enum fencelock_node_outcome
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -239,7 +279,7 @@ typedef int32_t fencelock_event_kind;
 #endif // __cplusplus
 
 /**
- * Why a lock was lost.
+ * Why a lock was lost (`tests/vectors/protocol.json`, `loss_reasons`).
  */
 enum fencelock_loss_reason
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -408,6 +448,46 @@ typedef struct fencelock_fence {
    */
   uint64_t holder;
 } fencelock_fence;
+
+/**
+ * The limits of this library, read at run time (the same values as the
+ * `FENCELOCK_MAX_*` and `FENCELOCK_MIN_TTL_MS` macros of the header it was
+ * built with).
+ */
+typedef struct fencelock_limits {
+  /**
+   * Shortest ttl accepted, in ms.
+   */
+  uint64_t min_ttl_ms;
+  /**
+   * Longest ttl accepted, in ms.
+   */
+  uint64_t max_ttl_ms;
+  /**
+   * Longest wait accepted, in ms.
+   */
+  uint64_t max_wait_ms;
+  /**
+   * Longest resource name (and fenced key), in bytes.
+   */
+  size_t max_resource_bytes;
+  /**
+   * Longest key prefix, in bytes.
+   */
+  size_t max_prefix_bytes;
+  /**
+   * Largest fencing token handed out.
+   */
+  uint64_t max_fencing_token;
+  /**
+   * Largest holder id of a fence.
+   */
+  uint64_t max_holder_id;
+  /**
+   * Largest clock-drift factor a client accepts.
+   */
+  double max_drift_factor;
+} fencelock_limits;
 
 /**
  * Called once when an acquire started by [`fencelock_acquire_async`] ends,
@@ -681,6 +761,14 @@ fencelock_status fencelock_fenced_get(const struct fencelock_client *client,
  * caller's to free, not freed before.
  */
 void fencelock_string_free(char *string);
+
+/**
+ * The limits of the loaded library.
+ *
+ * Ownership: the struct is static; never free or modify it. Never NULL.
+ * Never blocks; thread-safe.
+ */
+const struct fencelock_limits *fencelock_get_limits(void);
 
 /**
  * Takes the lock on `resource`, retrying with backoff for up to `wait_ms`

@@ -8,71 +8,64 @@ use std::fmt;
 
 /// What went wrong, independent of the node(s) it happened on.
 ///
-/// The numeric value ([`ErrorKind::code`]) is stable and shared by every front.
+/// The discriminant is the stable number ([`ErrorKind::code`]) and the
+/// snake_case variant name the stable name ([`ErrorKind::as_str`]) every front
+/// shares; `tests/vectors/protocol.json` (`error_kinds`) lists both, and each
+/// front's tests compare their own table with it.
 #[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, strum::VariantArray, strum::IntoStaticStr, strum::EnumString,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorKind {
     /// The lock is held by someone else (a quorum of nodes said so).
-    NotAcquired,
+    NotAcquired = 1,
     /// The `wait` deadline passed before the lock could be taken.
-    Timeout,
+    Timeout = 2,
     /// Not enough nodes answered to decide: Redis unreachable, paused or erroring.
-    Unavailable,
+    Unavailable = 3,
     /// The lock was lost while held (key deleted, expired or taken over).
-    Lost,
+    Lost = 4,
     /// The lock was no longer held when released or extended.
-    NotHeld,
+    NotHeld = 5,
     /// A fenced write carried a token older than the one already stored.
-    StaleToken,
+    StaleToken = 6,
     /// An argument was out of range (empty resource, zero ttl, oversized key…).
-    InvalidArgument,
+    InvalidArgument = 7,
     /// The client configuration is invalid (bad URL, no nodes, zero timeout…).
-    Config,
+    Config = 8,
     /// Redis refused the credentials or the ACL user lacks a permission.
-    Auth,
+    Auth = 9,
     /// The TLS handshake or certificate verification failed.
-    Tls,
+    Tls = 10,
     /// The client, lock or runtime is closed (or unusable after `fork()`).
-    Closed,
+    Closed = 11,
     /// A blocking call was made from inside an async runtime, where it would deadlock.
-    WouldBlock,
+    WouldBlock = 12,
+    /// A bug in fencelock: a panic was caught before it reached the caller.
+    /// Numbered 200, as the C ABI's `FENCELOCK_STATUS_INTERNAL` always was.
+    Internal = 200,
 }
 
 impl ErrorKind {
-    /// The stable numeric code of this kind, shared by every front.
+    /// Every kind, in code order.
+    pub const ALL: &'static [ErrorKind] = <ErrorKind as strum::VariantArray>::VARIANTS;
+
+    /// The stable numeric code of this kind, shared by every front (the C
+    /// ABI's status has the same value).
     pub fn code(self) -> i32 {
-        match self {
-            ErrorKind::NotAcquired => 1,
-            ErrorKind::Timeout => 2,
-            ErrorKind::Unavailable => 3,
-            ErrorKind::Lost => 4,
-            ErrorKind::NotHeld => 5,
-            ErrorKind::StaleToken => 6,
-            ErrorKind::InvalidArgument => 7,
-            ErrorKind::Config => 8,
-            ErrorKind::Auth => 9,
-            ErrorKind::Tls => 10,
-            ErrorKind::Closed => 11,
-            ErrorKind::WouldBlock => 12,
-        }
+        self as i32
     }
 
-    /// A short name for logs and foreign exception names (`"not_acquired"`, …).
+    /// The stable name, for logs and foreign error classes (`"not_acquired"`, …).
     pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::NotAcquired => "not_acquired",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Unavailable => "unavailable",
-            ErrorKind::Lost => "lost",
-            ErrorKind::NotHeld => "not_held",
-            ErrorKind::StaleToken => "stale_token",
-            ErrorKind::InvalidArgument => "invalid_argument",
-            ErrorKind::Config => "config",
-            ErrorKind::Auth => "auth",
-            ErrorKind::Tls => "tls",
-            ErrorKind::Closed => "closed",
-            ErrorKind::WouldBlock => "would_block",
-        }
+        self.into()
+    }
+
+    /// The kind with stable name `name`, if this version knows it.
+    pub fn from_name(name: &str) -> Option<ErrorKind> {
+        name.parse().ok()
     }
 }
 
@@ -83,8 +76,12 @@ impl fmt::Display for ErrorKind {
 }
 
 /// What one node answered to one request.
+///
+/// [`NodeOutcome::name`] is the stable name every front shares
+/// (`tests/vectors/protocol.json`, `node_outcomes`).
 #[non_exhaustive]
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum NodeOutcome {
     /// The node did what was asked (granted, extended, released).
     Ok,
@@ -108,6 +105,14 @@ pub struct NodeFailure {
     pub kind: ErrorKind,
     /// The node's or the connection's own words.
     pub detail: String,
+}
+
+impl NodeOutcome {
+    /// The stable name of this outcome: `"ok"`, `"held_by_other"`, `"missing"`,
+    /// `"timed_out"`, `"failed"` or `"pending"`.
+    pub fn name(&self) -> &'static str {
+        self.into()
+    }
 }
 
 impl fmt::Display for NodeOutcome {
@@ -158,6 +163,15 @@ impl Error {
             resource: None,
             nodes: Vec::new(),
         }
+    }
+
+    /// The error for a panic caught before it reached the caller: `what`
+    /// (e.g. "an internal fencelock task") panicked, which is a bug.
+    pub fn panicked(what: &str) -> Self {
+        Error::new(
+            ErrorKind::Internal,
+            format!("{what} panicked; this is a bug in fencelock, please report it"),
+        )
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
@@ -448,11 +462,49 @@ mod tests {
     }
 
     fn kind_named(name: &str) -> ErrorKind {
-        match name {
-            "auth" => ErrorKind::Auth,
-            "unavailable" => ErrorKind::Unavailable,
-            other => panic!("no kind {other} in the vectors' server_errors"),
-        }
+        ErrorKind::from_name(name).unwrap_or_else(|| panic!("no kind {name} in the vectors' server_errors"))
+    }
+
+    /// Every outcome, in the C ABI's order. Made here because `NodeFailure`
+    /// is not constructible outside the crate.
+    fn every_outcome() -> Vec<NodeOutcome> {
+        let failure = NodeFailure {
+            kind: ErrorKind::Unavailable,
+            detail: "refused".into(),
+        };
+        // A new variant makes this match fail to compile: add it to the list and the vectors.
+        let listed = |outcome: &NodeOutcome| match outcome {
+            NodeOutcome::Ok
+            | NodeOutcome::HeldByOther
+            | NodeOutcome::Missing
+            | NodeOutcome::TimedOut
+            | NodeOutcome::Failed(_)
+            | NodeOutcome::Pending => true,
+        };
+        let all = vec![
+            NodeOutcome::Ok,
+            NodeOutcome::HeldByOther,
+            NodeOutcome::Missing,
+            NodeOutcome::TimedOut,
+            NodeOutcome::Failed(failure),
+            NodeOutcome::Pending,
+        ];
+        assert!(all.iter().all(listed));
+        all
+    }
+
+    #[test]
+    fn node_outcome_names_are_the_vectors() {
+        let vectors: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/vectors/protocol.json")).expect("valid JSON");
+        let expected: Vec<&str> = vectors["node_outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["name"].as_str().unwrap())
+            .collect();
+        let names: Vec<&str> = every_outcome().iter().map(NodeOutcome::name).collect();
+        assert_eq!(names, expected);
     }
 
     /// Every reply of tests/vectors/protocol.json's `server_errors` (Redis 7.0

@@ -35,8 +35,13 @@ pub enum LockStatus {
 }
 
 /// Why a lock was lost.
+///
+/// [`LossReason::name`] is the stable name every front shares
+/// (`tests/vectors/protocol.json`, `loss_reasons`); `Display` gives the
+/// sentence for messages.
 #[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::VariantArray, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
 pub enum LossReason {
     /// A renewal found the key missing on a majority (deleted, evicted, or the node restarted empty).
     Deleted,
@@ -46,6 +51,21 @@ pub enum LossReason {
     Unreachable,
     /// The lease ran out without renewal (auto-renew off, or a renewal limit reached).
     Expired,
+}
+
+impl LossReason {
+    /// Every reason.
+    pub const ALL: &'static [LossReason] = <LossReason as strum::VariantArray>::VARIANTS;
+
+    /// The stable name: `"deleted"`, `"taken_over"`, `"unreachable"` or `"expired"`.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// The reason with stable name `name`, if this version knows it.
+    pub fn from_name(name: &str) -> Option<LossReason> {
+        name.parse().ok()
+    }
 }
 
 impl fmt::Display for LossReason {

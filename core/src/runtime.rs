@@ -170,14 +170,11 @@ struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 impl<T> AbortOnDrop<T> {
     async fn join(mut self) -> Result<T> {
         (&mut self.0).await.map_err(|e| {
-            Error::new(
-                ErrorKind::Closed,
-                if e.is_panic() {
-                    "an internal fencelock task panicked; this is a bug, please report it".to_owned()
-                } else {
-                    "the operation was cancelled".to_owned()
-                },
-            )
+            if e.is_panic() {
+                Error::panicked("an internal fencelock task")
+            } else {
+                Error::new(ErrorKind::Closed, "the operation was cancelled")
+            }
         })
     }
 }
@@ -210,14 +207,13 @@ where
         let _ = tx.send(future.await);
     });
     rx.recv().map_err(|_| {
-        let reason = if task.is_finished() {
-            "panicked"
+        if task.is_finished() {
+            Error::panicked("the fencelock task")
         } else {
-            "was dropped"
-        };
-        Error::new(
-            ErrorKind::Closed,
-            format!("the fencelock task {reason} before finishing"),
-        )
+            Error::new(
+                ErrorKind::Closed,
+                "the fencelock task was dropped before finishing",
+            )
+        }
     })
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fencelock::{Client, ErrorKind, LockOptions};
+use fencelock::{Client, ErrorKind, LockOptions, LossReason};
 use fencelock_harness::{NodeOptions, RedisNode};
 use serde_json::Value;
 
@@ -126,7 +126,7 @@ async fn invalid_resource_vectors_are_refused() {
             .expect_err(text(&vector["why"]));
         assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{}", vector["why"]);
     }
-    let longest = "a".repeat(vectors()["max_resource_bytes"].as_u64().unwrap() as usize);
+    let longest = "a".repeat(vectors()["limits"]["max_resource_bytes"].as_u64().unwrap() as usize);
     assert!(
         client
             .try_acquire(&longest, LockOptions::new(Duration::from_secs(1)))
@@ -169,4 +169,68 @@ async fn fencing_tokens_are_exact_up_to_2_53_and_refused_beyond() {
         }
     }
     assert!(undone, "the failed grant was undone");
+}
+
+/// The shared tables (tests/vectors/protocol.json) are the core's: every
+/// front compares its own with the file, so a kind, reason or limit added
+/// here without the file fails this test, and one added to the file without
+/// a front fails that front's.
+#[test]
+fn error_kinds_are_the_vectors() {
+    let vectors = vectors();
+    let listed: Vec<(&str, i64)> = vectors["error_kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kind| (text(&kind["name"]), kind["code"].as_i64().unwrap()))
+        .collect();
+    let core: Vec<(&str, i64)> = ErrorKind::ALL
+        .iter()
+        .map(|kind| (kind.as_str(), i64::from(kind.code())))
+        .collect();
+    assert_eq!(core, listed);
+    for kind in ErrorKind::ALL {
+        assert_eq!(ErrorKind::from_name(kind.as_str()), Some(*kind));
+    }
+}
+
+#[test]
+fn loss_reasons_are_the_vectors() {
+    let vectors = vectors();
+    let listed: Vec<&str> = vectors["loss_reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|reason| text(&reason["name"]))
+        .collect();
+    let core: Vec<&str> = LossReason::ALL.iter().map(|reason| reason.name()).collect();
+    assert_eq!(core, listed);
+    for reason in LossReason::ALL {
+        assert_eq!(LossReason::from_name(reason.name()), Some(*reason));
+    }
+}
+
+#[test]
+fn limits_are_the_vectors() {
+    let vectors = vectors();
+    let limit = |name: &str| {
+        vectors["limits"][name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("limits.{name}"))
+    };
+    assert_eq!(fencelock::MIN_TTL.as_millis(), u128::from(limit("min_ttl_ms")));
+    assert_eq!(fencelock::MAX_TTL.as_millis(), u128::from(limit("max_ttl_ms")));
+    assert_eq!(fencelock::MAX_WAIT.as_millis(), u128::from(limit("max_wait_ms")));
+    assert_eq!(fencelock::MAX_RESOURCE_LEN as u64, limit("max_resource_bytes"));
+    assert_eq!(fencelock::MAX_PREFIX_LEN as u64, limit("max_prefix_bytes"));
+    assert_eq!(fencelock::MAX_FENCING_TOKEN, limit("max_fencing_token"));
+    assert_eq!(fencelock::MAX_HOLDER_ID, limit("max_holder_id"));
+    assert_eq!(
+        Some(fencelock::MAX_DRIFT_FACTOR),
+        vectors["limits"]["max_drift_factor"].as_f64()
+    );
+    assert_eq!(
+        fencelock::TOKEN_BYTES as u64,
+        vectors["token"]["bytes"].as_u64().unwrap()
+    );
 }

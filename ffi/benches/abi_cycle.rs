@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fencelock_core::{ClientBuilder, LockOptions, blocking};
+use fencelock::{ClientBuilder, LockOptions, blocking};
 use fencelock_harness::{NodeOptions, RedisNode};
 
 const CYCLES: u32 = 2000;

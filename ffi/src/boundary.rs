@@ -2,7 +2,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use fencelock_core::{Error, NodeReport};
+use fencelock::{Error, NodeReport};
 
 use crate::error::fencelock_error;
 use crate::status::fencelock_status;

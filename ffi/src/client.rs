@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use fencelock_core::{Client, ClientBuilder};
+use fencelock::{Client, ClientBuilder};
 
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary};
@@ -60,7 +60,7 @@ pub unsafe extern "C" fn fencelock_client_new(
                 .as_ref()
                 .map_or_else(ClientBuilder::default, |options| options.builder.clone())
                 .nodes(node_urls(urls, n_urls)?);
-            let inner = fencelock_core::block_on(builder.build())??;
+            let inner = fencelock::block_on(builder.build())??;
             let client = fencelock_client {
                 inner,
                 events: Arc::new(EventHub::default()),

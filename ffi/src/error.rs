@@ -3,14 +3,16 @@
 use std::ffi::{CString, c_char};
 use std::ptr;
 
-use fencelock_core::{NodeOutcome, NodeReport};
+use fencelock::NodeReport;
 
 use crate::boundary::{Failure, boundary_status};
+use crate::names;
 use crate::status::fencelock_status;
 
-/// What one node answered, in a [`fencelock_error`].
+/// What one node answered, in a [`fencelock_error`]
+/// (`tests/vectors/protocol.json`, `node_outcomes`).
 #[repr(i32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::VariantArray, strum::IntoStaticStr)]
 pub enum fencelock_node_outcome {
     /// The node did what was asked.
     FENCELOCK_NODE_OK = 0,
@@ -25,6 +27,9 @@ pub enum fencelock_node_outcome {
     /// The decision was reached before this node answered.
     FENCELOCK_NODE_PENDING = 5,
 }
+
+/// What every `fencelock_node_outcome` variant's name starts with.
+pub(crate) const OUTCOME_PREFIX: &str = "FENCELOCK_NODE_";
 
 /// Detail about a failure: status, a message for humans (what failed, on
 /// which node, what to do) and what each node answered.
@@ -66,15 +71,8 @@ impl fencelock_error {
 
 impl From<NodeReport> for NodeEntry {
     fn from(report: NodeReport) -> Self {
-        use fencelock_node_outcome::*;
-        let outcome = match &report.outcome {
-            NodeOutcome::Ok => FENCELOCK_NODE_OK,
-            NodeOutcome::HeldByOther => FENCELOCK_NODE_HELD_BY_OTHER,
-            NodeOutcome::Missing => FENCELOCK_NODE_MISSING,
-            NodeOutcome::TimedOut => FENCELOCK_NODE_TIMED_OUT,
-            NodeOutcome::Pending => FENCELOCK_NODE_PENDING,
-            _ => FENCELOCK_NODE_FAILED,
-        };
+        let outcome = names::by_core_name(OUTCOME_PREFIX, report.outcome.name())
+            .unwrap_or(fencelock_node_outcome::FENCELOCK_NODE_FAILED);
         NodeEntry {
             detail: c_string(report.outcome.to_string()),
             node: c_string(report.node),

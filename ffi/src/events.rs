@@ -7,7 +7,7 @@ use std::ffi::{CString, c_char, c_void};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use fencelock_core::{Lock, LossReason};
+use fencelock::{Lock, LossReason};
 use tokio::task::AbortHandle;
 
 use crate::args;
@@ -15,6 +15,7 @@ use crate::boundary::{Failure, FfiResult, boundary_status};
 use crate::client::fencelock_client;
 use crate::dispatch::{Dispatcher, on_callback_thread};
 use crate::error::c_string;
+use crate::names;
 use crate::operation::UserData;
 use crate::status::fencelock_status;
 
@@ -31,9 +32,9 @@ pub enum fencelock_event_kind {
     FENCELOCK_EVENT_LOCK_LOST = 1,
 }
 
-/// Why a lock was lost.
+/// Why a lock was lost (`tests/vectors/protocol.json`, `loss_reasons`).
 #[repr(i32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::VariantArray, strum::IntoStaticStr)]
 pub enum fencelock_loss_reason {
     /// A renewal found the key missing on a majority (deleted, evicted, node restarted empty).
     FENCELOCK_LOSS_DELETED = 1,
@@ -47,16 +48,12 @@ pub enum fencelock_loss_reason {
     FENCELOCK_LOSS_OTHER = 99,
 }
 
+/// What every `fencelock_loss_reason` variant's name starts with.
+pub(crate) const LOSS_PREFIX: &str = "FENCELOCK_LOSS_";
+
 impl From<LossReason> for fencelock_loss_reason {
     fn from(reason: LossReason) -> Self {
-        use fencelock_loss_reason::*;
-        match reason {
-            LossReason::Deleted => FENCELOCK_LOSS_DELETED,
-            LossReason::TakenOver => FENCELOCK_LOSS_TAKEN_OVER,
-            LossReason::Unreachable => FENCELOCK_LOSS_UNREACHABLE,
-            LossReason::Expired => FENCELOCK_LOSS_EXPIRED,
-            _ => FENCELOCK_LOSS_OTHER,
-        }
+        names::by_core_name(LOSS_PREFIX, reason.name()).unwrap_or(fencelock_loss_reason::FENCELOCK_LOSS_OTHER)
     }
 }
 
@@ -292,7 +289,7 @@ pub(crate) fn watch(lock: &Lock, hub: Arc<EventHub>) -> FfiResult<AbortHandle> {
     let lost = lock.lost_task();
     let resource = c_string(lock.resource().to_owned());
     let fencing_token = lock.fencing_token();
-    let runtime = fencelock_core::runtime_handle()?;
+    let runtime = fencelock::runtime_handle()?;
     let task = runtime.spawn(async move {
         let reason = lost.await.into();
         hub.publish(LostEvent {

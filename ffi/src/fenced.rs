@@ -7,10 +7,8 @@ use crate::args;
 use crate::boundary::{Failure, boundary};
 use crate::client::fencelock_client;
 use crate::error::{c_string, fencelock_error};
+use crate::limits::FENCELOCK_MAX_HOLDER_ID;
 use crate::status::fencelock_status;
-
-/// The largest holder id: ids fit a signed 64-bit SQL column.
-pub const FENCELOCK_MAX_HOLDER_ID: u64 = 9_223_372_036_854_775_807;
 
 /// What a fenced write carries: a fencing token and the holder id of the
 /// grant it comes from ([`crate::fencelock_lock_fence`]). Storage accepts it
@@ -25,8 +23,8 @@ pub struct fencelock_fence {
     pub holder: u64,
 }
 
-impl From<fencelock_core::Fence> for fencelock_fence {
-    fn from(fence: fencelock_core::Fence) -> Self {
+impl From<fencelock::Fence> for fencelock_fence {
+    fn from(fence: fencelock::Fence) -> Self {
         fencelock_fence {
             token: fence.token,
             holder: fence.holder,
@@ -100,12 +98,12 @@ pub unsafe extern "C" fn fencelock_fenced_set_fence(
                     fence.holder
                 )));
             }
-            let fence = fencelock_core::Fence {
+            let fence = fencelock::Fence {
                 token: fence.token,
                 holder: fence.holder,
             };
             let write = async move { client.fenced_set(&key, &value, fence).await };
-            Ok(fencelock_core::block_on(write)??)
+            Ok(fencelock::block_on(write)??)
         })
     }
 }
@@ -136,7 +134,7 @@ pub unsafe extern "C" fn fencelock_fenced_get(
             let value_out = args::out(value_out, "value_out")?;
             let token_out = args::out(token_out, "token_out")?;
             let read = async move { client.fenced_get(&key).await };
-            let (value, token) = match fencelock_core::block_on(read)?? {
+            let (value, token) = match fencelock::block_on(read)?? {
                 Some((value, token)) => (c_string(value).into_raw(), token),
                 None => (std::ptr::null_mut(), 0),
             };
@@ -157,14 +155,5 @@ pub unsafe extern "C" fn fencelock_string_free(string: *mut c_char) {
     if !string.is_null() {
         // SAFETY: made by `CString::into_raw` in this library.
         drop(unsafe { CString::from_raw(string) });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// The header's literal (cbindgen cannot evaluate a path) is the core's limit.
-    #[test]
-    fn the_holder_limit_is_the_cores() {
-        assert_eq!(super::FENCELOCK_MAX_HOLDER_ID, fencelock_core::MAX_HOLDER_ID);
     }
 }

@@ -3,7 +3,7 @@
 use std::ffi::{CString, c_char};
 use std::sync::Arc;
 
-use fencelock_core::{Lock, LockOptions};
+use fencelock::{Lock, LockOptions};
 use tokio::task::AbortHandle;
 
 use crate::args;
@@ -90,7 +90,7 @@ pub unsafe extern "C" fn fencelock_acquire(
             let out = args::out(out, "out")?;
             let core = client.inner.clone();
             let options = lock_options(ttl_ms, wait_ms);
-            let lock = fencelock_core::block_on(async move { core.acquire(&resource, options).await })??;
+            let lock = fencelock::block_on(async move { core.acquire(&resource, options).await })??;
             args::give(out, fencelock_lock::new(lock, &client.events)?);
             Ok(())
         })
@@ -238,7 +238,7 @@ pub unsafe extern "C" fn fencelock_lock_extend(
     unsafe {
         boundary(error, || {
             let lock = args::object(lock, "lock")?;
-            Ok(fencelock_core::block_on(
+            Ok(fencelock::block_on(
                 lock.inner.extend_task(args::millis(ttl_ms)),
             )??)
         })
@@ -269,7 +269,7 @@ pub unsafe extern "C" fn fencelock_lock_release(
     unsafe {
         boundary(error, || {
             let lock = args::object(lock, "lock")?;
-            Ok(fencelock_core::block_on(lock.inner.release_task())??)
+            Ok(fencelock::block_on(lock.inner.release_task())??)
         })
     }
 }

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
 
-use fencelock_core::{MAX_TTL, MIN_TTL};
+use fencelock::{MAX_TTL, MIN_TTL};
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
@@ -85,7 +85,7 @@ unsafe fn start<T: Send + 'static>(
     finish: impl FnOnce(FfiResult<T>) + Send + 'static,
     operation_out: *mut *mut fencelock_operation,
 ) -> FfiResult {
-    let runtime = fencelock_core::runtime_handle()?;
+    let runtime = fencelock::runtime_handle()?;
     let callbacks = Dispatcher::get()?;
     let (cancel, cancelled) = oneshot::channel::<()>();
     // The handle is written before the work exists: once spawned, the

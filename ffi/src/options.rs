@@ -2,7 +2,7 @@
 
 use std::ffi::c_char;
 
-use fencelock_core::{ClientBuilder, RetryPolicy, TlsVersion};
+use fencelock::{ClientBuilder, RetryPolicy, TlsVersion};
 
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary_status};

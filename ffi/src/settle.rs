@@ -22,15 +22,14 @@ use crate::status::fencelock_status;
 #[unsafe(no_mangle)]
 pub extern "C" fn fencelock_settle(timeout_ms: u64) -> fencelock_status {
     boundary_status(|| {
-        if fencelock_core::is_settled() {
+        if fencelock::is_settled() {
             return Ok(());
         }
         let limit = Duration::from_millis(timeout_ms);
-        let settled = fencelock_core::block_on(async move {
-            tokio::time::timeout(limit, fencelock_core::settle())
-                .await
-                .is_ok()
-        })?;
+        let settled =
+            fencelock::block_on(
+                async move { tokio::time::timeout(limit, fencelock::settle()).await.is_ok() },
+            )?;
         if settled {
             Ok(())
         } else {

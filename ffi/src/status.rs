@@ -1,15 +1,18 @@
 //! `fencelock_status`: what every C function returns.
 
-use std::ffi::{CStr, c_char};
+use std::ffi::{CString, c_char};
+use std::sync::LazyLock;
 
-use fencelock_core::ErrorKind;
+use fencelock::ErrorKind;
+use strum::VariantArray;
 
 /// The result of every fallible function. Values are stable and grouped:
-/// `0` is success; `1..=99` mirror the core's error kinds (the same numbers
-/// every front uses); `100..=199` are mistakes in the call itself; `200` and
-/// above are fencelock's own failures.
+/// `0` is success; `1..=99` are the core's error kinds (the same numbers
+/// every front uses, listed in `tests/vectors/protocol.json`); `100..=199`
+/// are mistakes in the call itself; `200` and above are fencelock's own
+/// failures (`200` is the core's kind `internal`).
 #[repr(i32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::VariantArray, strum::IntoStaticStr)]
 pub enum fencelock_status {
     /// Success.
     FENCELOCK_STATUS_OK = 0,
@@ -44,80 +47,30 @@ pub enum fencelock_status {
     FENCELOCK_STATUS_INVALID_UTF8 = 101,
     /// The operation was cancelled with `fencelock_operation_cancel`.
     FENCELOCK_STATUS_CANCELLED = 102,
-    /// A bug in fencelock (an internal panic was caught at the boundary).
+    /// A bug in fencelock (an internal panic was caught at the boundary);
+    /// the core's error kind `internal`.
     FENCELOCK_STATUS_INTERNAL = 200,
 }
 
 impl From<ErrorKind> for fencelock_status {
+    /// The status with the kind's number (the core's codes are the C
+    /// statuses); a kind this ABI lacks is still an error, never success.
     fn from(kind: ErrorKind) -> Self {
-        use fencelock_status::*;
-        match kind {
-            ErrorKind::NotAcquired => FENCELOCK_STATUS_NOT_ACQUIRED,
-            ErrorKind::Timeout => FENCELOCK_STATUS_TIMEOUT,
-            ErrorKind::Unavailable => FENCELOCK_STATUS_UNAVAILABLE,
-            ErrorKind::Lost => FENCELOCK_STATUS_LOST,
-            ErrorKind::NotHeld => FENCELOCK_STATUS_NOT_HELD,
-            ErrorKind::StaleToken => FENCELOCK_STATUS_STALE_TOKEN,
-            ErrorKind::InvalidArgument => FENCELOCK_STATUS_INVALID_ARGUMENT,
-            ErrorKind::Config => FENCELOCK_STATUS_CONFIG,
-            ErrorKind::Auth => FENCELOCK_STATUS_AUTH,
-            ErrorKind::Tls => FENCELOCK_STATUS_TLS,
-            ErrorKind::Closed => FENCELOCK_STATUS_CLOSED,
-            ErrorKind::WouldBlock => FENCELOCK_STATUS_WOULD_BLOCK,
-            // A kind added to the core later: still an error, never success.
-            _ => FENCELOCK_STATUS_INTERNAL,
-        }
+        fencelock_status::VARIANTS
+            .iter()
+            .copied()
+            .find(|status| *status as i32 == kind.code())
+            .unwrap_or(fencelock_status::FENCELOCK_STATUS_INTERNAL)
     }
 }
 
-impl fencelock_status {
-    /// Every status, for looking one up by value.
-    const ALL: [fencelock_status; 17] = {
-        use fencelock_status::*;
-        [
-            FENCELOCK_STATUS_OK,
-            FENCELOCK_STATUS_NOT_ACQUIRED,
-            FENCELOCK_STATUS_TIMEOUT,
-            FENCELOCK_STATUS_UNAVAILABLE,
-            FENCELOCK_STATUS_LOST,
-            FENCELOCK_STATUS_NOT_HELD,
-            FENCELOCK_STATUS_STALE_TOKEN,
-            FENCELOCK_STATUS_INVALID_ARGUMENT,
-            FENCELOCK_STATUS_CONFIG,
-            FENCELOCK_STATUS_AUTH,
-            FENCELOCK_STATUS_TLS,
-            FENCELOCK_STATUS_CLOSED,
-            FENCELOCK_STATUS_WOULD_BLOCK,
-            FENCELOCK_STATUS_NULL_ARGUMENT,
-            FENCELOCK_STATUS_INVALID_UTF8,
-            FENCELOCK_STATUS_CANCELLED,
-            FENCELOCK_STATUS_INTERNAL,
-        ]
-    };
-
-    fn name(self) -> &'static CStr {
-        use fencelock_status::*;
-        match self {
-            FENCELOCK_STATUS_OK => c"FENCELOCK_STATUS_OK",
-            FENCELOCK_STATUS_NOT_ACQUIRED => c"FENCELOCK_STATUS_NOT_ACQUIRED",
-            FENCELOCK_STATUS_TIMEOUT => c"FENCELOCK_STATUS_TIMEOUT",
-            FENCELOCK_STATUS_UNAVAILABLE => c"FENCELOCK_STATUS_UNAVAILABLE",
-            FENCELOCK_STATUS_LOST => c"FENCELOCK_STATUS_LOST",
-            FENCELOCK_STATUS_NOT_HELD => c"FENCELOCK_STATUS_NOT_HELD",
-            FENCELOCK_STATUS_STALE_TOKEN => c"FENCELOCK_STATUS_STALE_TOKEN",
-            FENCELOCK_STATUS_INVALID_ARGUMENT => c"FENCELOCK_STATUS_INVALID_ARGUMENT",
-            FENCELOCK_STATUS_CONFIG => c"FENCELOCK_STATUS_CONFIG",
-            FENCELOCK_STATUS_AUTH => c"FENCELOCK_STATUS_AUTH",
-            FENCELOCK_STATUS_TLS => c"FENCELOCK_STATUS_TLS",
-            FENCELOCK_STATUS_CLOSED => c"FENCELOCK_STATUS_CLOSED",
-            FENCELOCK_STATUS_WOULD_BLOCK => c"FENCELOCK_STATUS_WOULD_BLOCK",
-            FENCELOCK_STATUS_NULL_ARGUMENT => c"FENCELOCK_STATUS_NULL_ARGUMENT",
-            FENCELOCK_STATUS_INVALID_UTF8 => c"FENCELOCK_STATUS_INVALID_UTF8",
-            FENCELOCK_STATUS_CANCELLED => c"FENCELOCK_STATUS_CANCELLED",
-            FENCELOCK_STATUS_INTERNAL => c"FENCELOCK_STATUS_INTERNAL",
-        }
-    }
-}
+/// Each status's name as a C string, in the order of `VARIANTS`.
+static NAMES: LazyLock<Vec<CString>> = LazyLock::new(|| {
+    fencelock_status::VARIANTS
+        .iter()
+        .map(|status| CString::new(<&str>::from(*status)).expect("an identifier has no NUL"))
+        .collect()
+});
 
 /// The name of a status value (`"FENCELOCK_STATUS_NOT_ACQUIRED"`), or
 /// `"FENCELOCK_STATUS_UNKNOWN"` for a value this library does not define.
@@ -128,9 +81,9 @@ impl fencelock_status {
 /// Ownership: the string is static; never free it. Never blocks; thread-safe.
 #[unsafe(no_mangle)]
 pub extern "C" fn fencelock_status_name(status: i32) -> *const c_char {
-    fencelock_status::ALL
+    fencelock_status::VARIANTS
         .iter()
-        .find(|known| **known as i32 == status)
-        .map_or(c"FENCELOCK_STATUS_UNKNOWN", |known| known.name())
+        .position(|known| *known as i32 == status)
+        .map_or(c"FENCELOCK_STATUS_UNKNOWN", |index| NAMES[index].as_c_str())
         .as_ptr()
 }

@@ -4,12 +4,14 @@
 use std::ffi::CStr;
 use std::ptr;
 
-use fencelock_core::{Error, ErrorKind};
+use fencelock::{Error, ErrorKind, LossReason};
 
 use crate::boundary::{Failure, boundary};
 use crate::error::{
-    c_string, fencelock_error, fencelock_error_free, fencelock_error_message, fencelock_error_status,
+    OUTCOME_PREFIX, c_string, fencelock_error, fencelock_error_free, fencelock_error_message,
+    fencelock_error_status, fencelock_node_outcome,
 };
+use crate::events::{LOSS_PREFIX, fencelock_loss_reason};
 use crate::options::{
     fencelock_options_free, fencelock_options_new, fencelock_options_set_key_prefix,
     fencelock_options_set_tls_min_version, fencelock_tls_version,
@@ -44,29 +46,103 @@ fn success_leaves_the_error_pointer_alone() {
     assert_eq!(error, sentinel);
 }
 
+/// tests/vectors/protocol.json, the tables every front shares.
+pub(crate) fn vectors() -> serde_json::Value {
+    serde_json::from_str(include_str!("../../tests/vectors/protocol.json")).expect("valid JSON")
+}
+
+/// `(name, value)` of every entry of vectors list `list`, from fields `name_field` and `value_field`.
+fn listed(list: &str, name_field: &str, value_field: &str) -> Vec<(String, i64)> {
+    vectors()[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no list {list}"))
+        .iter()
+        .map(|entry| {
+            (
+                entry[name_field].as_str().unwrap().to_owned(),
+                entry[value_field].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `(name, value)` of every variant of C enum `E`.
+fn c_enum<E>() -> Vec<(String, i64)>
+where
+    E: strum::VariantArray + Copy + Into<&'static str> + Into<i64>,
+{
+    E::VARIANTS
+        .iter()
+        .map(|variant| {
+            let name: &'static str = (*variant).into();
+            (name.to_owned(), (*variant).into())
+        })
+        .collect()
+}
+
+impl From<fencelock_status> for i64 {
+    fn from(status: fencelock_status) -> i64 {
+        status as i64
+    }
+}
+impl From<fencelock_loss_reason> for i64 {
+    fn from(reason: fencelock_loss_reason) -> i64 {
+        reason as i64
+    }
+}
+impl From<fencelock_node_outcome> for i64 {
+    fn from(outcome: fencelock_node_outcome) -> i64 {
+        outcome as i64
+    }
+}
+
 #[test]
-fn statuses_share_the_core_error_codes() {
-    let kinds = [
-        ErrorKind::NotAcquired,
-        ErrorKind::Timeout,
-        ErrorKind::Unavailable,
-        ErrorKind::Lost,
-        ErrorKind::NotHeld,
-        ErrorKind::StaleToken,
-        ErrorKind::InvalidArgument,
-        ErrorKind::Config,
-        ErrorKind::Auth,
-        ErrorKind::Tls,
-        ErrorKind::Closed,
-        ErrorKind::WouldBlock,
-    ];
-    for kind in kinds {
-        let status = fencelock_status::from(kind);
-        assert_eq!(status as i32, kind.code(), "{kind}");
-        let name = unsafe { CStr::from_ptr(fencelock_status_name(status as i32)) }
-            .to_str()
-            .unwrap();
-        assert_eq!(name, format!("FENCELOCK_STATUS_{}", kind.as_str().to_uppercase()));
+fn every_core_error_kind_has_its_status() {
+    let statuses = c_enum::<fencelock_status>();
+    for (name, code) in listed("error_kinds", "c_status", "code") {
+        assert!(
+            statuses.contains(&(name.clone(), code)),
+            "{name} = {code} is not a fencelock_status"
+        );
+    }
+    for kind in ErrorKind::ALL {
+        let status = fencelock_status::from(*kind);
+        assert_eq!(status as i32, kind.code(), "{kind} has no status of its own");
+        // SAFETY: a static string.
+        let name = unsafe { CStr::from_ptr(fencelock_status_name(status as i32)) };
+        assert_eq!(
+            name.to_str().unwrap(),
+            format!("FENCELOCK_STATUS_{}", kind.as_str().to_uppercase())
+        );
+    }
+    // SAFETY: a static string.
+    let unknown = unsafe { CStr::from_ptr(fencelock_status_name(-7)) };
+    assert_eq!(unknown, c"FENCELOCK_STATUS_UNKNOWN");
+}
+
+#[test]
+fn loss_reasons_and_node_outcomes_are_the_vectors() {
+    let with_prefix = |prefix: &str, list: Vec<(String, i64)>| -> Vec<(String, i64)> {
+        list.into_iter()
+            .map(|(name, value)| (format!("{prefix}{}", name.to_uppercase()), value))
+            .collect()
+    };
+    let mut reasons = c_enum::<fencelock_loss_reason>();
+    assert_eq!(reasons.pop(), Some(("FENCELOCK_LOSS_OTHER".to_owned(), 99)));
+    assert_eq!(
+        reasons,
+        with_prefix(LOSS_PREFIX, listed("loss_reasons", "name", "c_value"))
+    );
+    assert_eq!(
+        c_enum::<fencelock_node_outcome>(),
+        with_prefix(OUTCOME_PREFIX, listed("node_outcomes", "name", "c_value"))
+    );
+    for reason in LossReason::ALL {
+        assert_ne!(
+            fencelock_loss_reason::from(*reason),
+            fencelock_loss_reason::FENCELOCK_LOSS_OTHER,
+            "{reason:?}"
+        );
     }
 }
 

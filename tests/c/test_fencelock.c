@@ -1175,14 +1175,50 @@ static int json_string(const char *line, const char *field, char *out, size_t si
   return 0;
 }
 
+/* The number after "field": in one JSON line, or `missing` when absent. */
+static double json_number(const char *line, const char *field, double missing) {
+  char pattern[64];
+  snprintf(pattern, sizeof pattern, "\"%s\": ", field);
+  const char *start = strstr(line, pattern);
+  return start == NULL ? missing : strtod(start + strlen(pattern), NULL);
+}
+
+/* The error kinds and limits of the vectors are this header's and library's. */
+static void check_shared_tables(const char *line, int *kinds_checked, int *limits_checked) {
+  char c_status[64];
+  if (json_string(line, "c_status", c_status, sizeof c_status) == 0) {
+    int code = (int)json_number(line, "code", -1);
+    CHECK(strcmp(fencelock_status_name(code), c_status) == 0);
+    (*kinds_checked)++;
+  } else if (strstr(line, "\"limits\"") != NULL) {
+    const fencelock_limits *limits = fencelock_get_limits();
+    CHECK(limits->min_ttl_ms == FENCELOCK_MIN_TTL_MS && limits->max_ttl_ms == FENCELOCK_MAX_TTL_MS);
+    CHECK(limits->max_wait_ms == FENCELOCK_MAX_WAIT_MS && limits->max_resource_bytes == FENCELOCK_MAX_RESOURCE_BYTES);
+    CHECK(limits->max_prefix_bytes == FENCELOCK_MAX_PREFIX_BYTES);
+    CHECK(limits->max_fencing_token == FENCELOCK_MAX_FENCING_TOKEN && limits->max_holder_id == FENCELOCK_MAX_HOLDER_ID);
+    CHECK(limits->max_drift_factor == FENCELOCK_MAX_DRIFT_FACTOR);
+    /* Doubles hold these exactly except the holder id (2^63 - 1 rounds to 2^63). */
+    CHECK(json_number(line, "min_ttl_ms", 0) == FENCELOCK_MIN_TTL_MS);
+    CHECK(json_number(line, "max_ttl_ms", 0) == FENCELOCK_MAX_TTL_MS);
+    CHECK(json_number(line, "max_wait_ms", 0) == FENCELOCK_MAX_WAIT_MS);
+    CHECK(json_number(line, "max_resource_bytes", 0) == FENCELOCK_MAX_RESOURCE_BYTES);
+    CHECK(json_number(line, "max_prefix_bytes", 0) == FENCELOCK_MAX_PREFIX_BYTES);
+    CHECK(json_number(line, "max_fencing_token", 0) == FENCELOCK_MAX_FENCING_TOKEN);
+    CHECK(json_number(line, "max_holder_id", 0) == (double)FENCELOCK_MAX_HOLDER_ID);
+    CHECK(json_number(line, "max_drift_factor", 0) == FENCELOCK_MAX_DRIFT_FACTOR);
+    (*limits_checked)++;
+  }
+}
+
 static void test_protocol_vectors(void) {
   const char *path = getenv("FENCELOCK_VECTORS");
   CHECK(path != NULL);
   FILE *file = fopen(path, "r");
   CHECK(file != NULL);
   char line[2048];
-  int keys_checked = 0, invalid_checked = 0;
+  int keys_checked = 0, invalid_checked = 0, kinds_checked = 0, limits_checked = 0;
   while (fgets(line, sizeof line, file) != NULL) {
+    check_shared_tables(line, &kinds_checked, &limits_checked);
     char prefix[64], resource[128], lock_key[256], fence_key[256];
     if (json_string(line, "lock_key", lock_key, sizeof lock_key) == 0) {
       CHECK(json_string(line, "prefix", prefix, sizeof prefix) == 0);
@@ -1232,6 +1268,7 @@ static void test_protocol_vectors(void) {
   }
   fclose(file);
   CHECK(keys_checked >= 6 && invalid_checked >= 3);
+  CHECK(kinds_checked >= 13 && limits_checked == 1);
 }
 
 /* ---- runner ------------------------------------------------------------- */

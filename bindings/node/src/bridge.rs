@@ -468,10 +468,7 @@ enum Outcome {
 }
 
 fn internal_panic() -> fencelock::Error {
-    fencelock::Error::new(
-        fencelock::ErrorKind::Closed,
-        "an internal fencelock task panicked; this is a bug, please report it",
-    )
+    fencelock::Error::panicked("an internal fencelock task")
 }
 
 /// Calls watcher `id`'s callback with `reason`, once.

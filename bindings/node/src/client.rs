@@ -132,12 +132,8 @@ impl NativeClient {
                     .map_err(|e| errors::throw(&env, &e))?
                     .spawn(connect);
                 async move {
-                    task.await.unwrap_or_else(|_| {
-                        Err(fencelock::Error::new(
-                            ErrorKind::Closed,
-                            "connecting the client failed: its task panicked; this is a bug",
-                        ))
-                    })
+                    task.await
+                        .unwrap_or_else(|_| Err(fencelock::Error::panicked("connecting the client")))
                 }
                 .boxed()
                 .shared()

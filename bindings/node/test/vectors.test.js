@@ -23,7 +23,7 @@ after(async () => {
 test('limits match the protocol', () => {
   assert.equal(MIN_TTL_MS, VECTORS.ttl_ms.min)
   assert.equal(MAX_TTL_MS, VECTORS.ttl_ms.max)
-  assert.equal(MAX_RESOURCE_LEN, VECTORS.max_resource_bytes)
+  assert.equal(MAX_RESOURCE_LEN, VECTORS.limits.max_resource_bytes)
 })
 
 for (const vector of VECTORS.keys) {

@@ -84,10 +84,7 @@ where
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(core_error(
                     py,
-                    fencelock::Error::new(
-                        fencelock::ErrorKind::Closed,
-                        "the fencelock operation ended without an answer (its task panicked); this is a bug",
-                    ),
+                    fencelock::Error::panicked("the fencelock operation (it ended without an answer)"),
                 ));
             }
         }

@@ -12,8 +12,8 @@
 #![no_main]
 #![allow(non_camel_case_types, dead_code, unused_imports)]
 
-// The shim names the core `fencelock_core`.
-extern crate fencelock as fencelock_core;
+// The shim names the core `fencelock`.
+extern crate fencelock as fencelock;
 
 #[path = "../../../../ffi/src/args.rs"]
 mod args;
