@@ -76,7 +76,7 @@ def paused_writer(client: fencelock.Client, key: str) -> None:
     print(f"  buyer A wakes up; is_held() = {slow.is_held()}; it writes anyway:")
     try:
         client.fenced_set(key, "10", slow.fence)
-    except fencelock.StaleToken as err:
+    except fencelock.StaleTokenError as err:
         print(f"  refused: {err}")
     else:
         raise SystemExit("the stale write went through!")

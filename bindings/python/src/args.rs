@@ -11,7 +11,7 @@ use fencelock::{ClientBuilder, LockOptions, RetryPolicy, TlsVersion};
 use crate::errors::{config, invalid};
 
 /// Whether an argument error is about the client's configuration
-/// (`ConfigError`) or about one call (`InvalidArgument`).
+/// (`ConfigError`) or about one call (`InvalidArgumentError`).
 #[derive(Clone, Copy)]
 pub(crate) enum Scope {
     Call,

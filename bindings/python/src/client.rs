@@ -167,8 +167,8 @@ impl Client {
     /// up to `wait` seconds. `ttl` is the lease in seconds (renewed every
     /// ttl/3 while held unless `auto_renew=False`).
     ///
-    /// Raises `LockTimeout` when `wait` passed (`NotAcquired` when `wait` is
-    /// 0), `Unavailable` when a majority of nodes cannot be reached.
+    /// Raises `LockTimeoutError` when `wait` passed (`NotAcquiredError` when `wait` is
+    /// 0), `UnavailableError` when a majority of nodes cannot be reached.
     #[pyo3(signature = (resource, ttl=None, wait=None, *, auto_renew=None, max_hold=None, max_renewals=None, on_lost=None))]
     #[allow(clippy::too_many_arguments)]
     fn acquire(
@@ -236,7 +236,7 @@ impl Client {
     /// Writes `value` to the Redis hash `key` on the first node only if
     /// `fence` (`lock.fence`) is newer than the last write there: a larger
     /// token, or the same token from the same grant. A bare int token writes
-    /// only where every stored token is older. Raises `StaleToken` otherwise.
+    /// only where every stored token is older. Raises `StaleTokenError` otherwise.
     fn fenced_set(
         &self,
         py: Python<'_>,
@@ -279,7 +279,7 @@ impl Client {
         self.inner.quorum()
     }
 
-    /// Refuses new operations from now on (they raise `Closed`). Held locks
+    /// Refuses new operations from now on (they raise `ClosedError`). Held locks
     /// can still be released.
     fn close(&self) {
         self.inner.close();
@@ -630,7 +630,7 @@ impl AsyncClient {
         self.inner.quorum()
     }
 
-    /// Refuses new operations from now on (they raise `Closed`).
+    /// Refuses new operations from now on (they raise `ClosedError`).
     fn close(&self) {
         self.inner.close();
     }

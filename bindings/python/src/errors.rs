@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple};
 
-use fencelock::{Error, ErrorKind, NodeOutcome};
+use fencelock::{Error, ErrorKind};
 
 static MAKE_ERROR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
@@ -30,10 +30,10 @@ fn build<'py>(py: Python<'py>, err: &Error) -> PyResult<Bound<'py, PyAny>> {
     })?;
     let nodes = PyList::empty(py);
     for report in err.nodes() {
-        let (outcome, detail) = outcome_parts(&report.outcome);
+        let detail = report.outcome.to_string();
         nodes.append(PyTuple::new(
             py,
-            [report.node.as_str(), outcome, detail.as_str()],
+            [report.node.as_str(), report.outcome.name(), detail.as_str()],
         )?)?;
     }
     make.bind(py).call1((
@@ -45,20 +45,7 @@ fn build<'py>(py: Python<'py>, err: &Error) -> PyResult<Bound<'py, PyAny>> {
     ))
 }
 
-fn outcome_parts(outcome: &NodeOutcome) -> (&'static str, String) {
-    let code = match outcome {
-        NodeOutcome::Ok => "ok",
-        NodeOutcome::HeldByOther => "held_by_other",
-        NodeOutcome::Missing => "missing",
-        NodeOutcome::TimedOut => "timed_out",
-        NodeOutcome::Failed(_) => "failed",
-        NodeOutcome::Pending => "pending",
-        _ => "other",
-    };
-    (code, outcome.to_string())
-}
-
-/// An `InvalidArgument` (a `ValueError`) raised by the binding itself.
+/// An `InvalidArgumentError` (a `ValueError`) raised by the binding itself.
 pub(crate) fn invalid(py: Python<'_>, message: impl Into<String>) -> PyErr {
     core_error(py, Error::new(ErrorKind::InvalidArgument, message))
 }

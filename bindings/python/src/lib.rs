@@ -55,7 +55,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(settle, m)?)?;
     m.add("MIN_TTL", fencelock::MIN_TTL.as_secs_f64())?;
     m.add("MAX_TTL", fencelock::MAX_TTL.as_secs_f64())?;
+    m.add("MAX_WAIT", fencelock::MAX_WAIT.as_secs_f64())?;
     m.add("MAX_RESOURCE_LEN", fencelock::MAX_RESOURCE_LEN)?;
+    m.add("MAX_PREFIX_LEN", fencelock::MAX_PREFIX_LEN)?;
+    m.add("MAX_DRIFT_FACTOR", fencelock::MAX_DRIFT_FACTOR)?;
+    m.add("MAX_FENCING_TOKEN", fencelock::MAX_FENCING_TOKEN)?;
+    m.add("MAX_HOLDER_ID", fencelock::MAX_HOLDER_ID)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use fencelock::{LockStatus, LossReason};
+use fencelock::LockStatus;
 
 use crate::args::{Scope, opt_seconds, seconds};
 use crate::fence::Fence;
@@ -33,7 +33,7 @@ impl LockInner {
                 let _ = handle
                     .spawn_blocking(move || {
                         Python::attach(|py| {
-                            if let Err(err) = callback.bind(py).call1((resource, reason_text(reason))) {
+                            if let Err(err) = callback.bind(py).call1((resource, reason.name())) {
                                 err.write_unraisable(py, Some(callback.bind(py)));
                             }
                         });
@@ -65,7 +65,7 @@ impl LockInner {
 
     fn lost_reason(&self) -> Option<&'static str> {
         match self.lock.status() {
-            LockStatus::Lost(reason) => Some(reason_text(reason)),
+            LockStatus::Lost(reason) => Some(reason.name()),
             _ => None,
         }
     }
@@ -85,17 +85,6 @@ impl LockInner {
     ) -> impl std::future::Future<Output = fencelock::Result<()>> + Send + 'static {
         self.stop_watcher();
         self.lock.release_task()
-    }
-}
-
-/// A short, stable name for a loss reason.
-fn reason_text(reason: LossReason) -> &'static str {
-    match reason {
-        LossReason::Deleted => "deleted",
-        LossReason::TakenOver => "taken_over",
-        LossReason::Unreachable => "unreachable",
-        LossReason::Expired => "expired",
-        _ => "lost",
     }
 }
 
@@ -180,13 +169,13 @@ impl Lock {
     }
 
     /// Sets the lock's ttl to `ttl` seconds from now on a majority of nodes.
-    /// Raises `LockLost` if the lock is gone, `NotHeld` after release.
+    /// Raises `LockLostError` if the lock is gone, `NotHeldError` after release.
     fn extend(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<()> {
         let ttl = seconds(ttl, "ttl", false, Scope::Call)?;
         rt::wait(py, self.inner.lock.extend_task(ttl))?.map_err(|e| crate::errors::core_error(py, e))
     }
 
-    /// Releases the lock on every node. Raises `NotHeld` if it had already
+    /// Releases the lock on every node. Raises `NotHeldError` if it had already
     /// expired, been lost, or been released.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         self.release_now(py)

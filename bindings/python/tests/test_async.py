@@ -24,13 +24,13 @@ def test_async_lifecycle(url: str, resource: str, r1: "redis.Redis[str]") -> Non
         assert lock.is_held() and lock.resource == resource and lock.status == "held"
         assert r1.exists(lock_key(resource)) == 1
         assert await client.try_acquire(resource, ttl=5) is None
-        with pytest.raises(fencelock.LockTimeout):
+        with pytest.raises(fencelock.LockTimeoutError):
             await client.acquire(resource, ttl=5, wait=0.1)
         await lock.extend(3)
         assert 2 < lock.remaining <= 3
         await lock.release()
         assert r1.exists(lock_key(resource)) == 0
-        with pytest.raises(fencelock.NotHeld):
+        with pytest.raises(fencelock.NotHeldError):
             await lock.release()
         again = await client.try_acquire(resource, ttl=5)
         assert again is not None and again.fencing_token > lock.fencing_token
@@ -45,7 +45,7 @@ def test_async_connect_classmethod(url: str, resource: str) -> None:
         async with client:
             async with client.lock(resource, ttl=5) as lock:
                 assert lock.is_held()
-        with pytest.raises(fencelock.Closed):
+        with pytest.raises(fencelock.ClosedError):
             await client.acquire(resource, ttl=5)
 
     run(main)
@@ -78,7 +78,7 @@ def test_async_fenced_set(url: str, resource: str) -> None:
         async with client.lock(resource, ttl=5) as second:
             await client.fenced_set(key, "b", second.fence)
             await client.fenced_set(key, "b2", second.fence)  # the same grant again
-            with pytest.raises(fencelock.StaleToken):
+            with pytest.raises(fencelock.StaleTokenError):
                 await client.fenced_set(key, "late", first.fence)
         assert await client.fenced_get(key) == ("b2", second.fencing_token)
         states = await client.inspect(resource)
@@ -166,7 +166,7 @@ def test_lost_is_awaitable(url: str, resource: str, r1: "redis.Redis[str]") -> N
         assert await asyncio.wait_for(lock.lost.wait_async(), timeout=10) is True
         assert await lock.lost is True  # the signal itself is awaitable
         assert lock.lost.is_set() and lock.lost.reason == "deleted"
-        with pytest.raises(fencelock.LockLost):
+        with pytest.raises(fencelock.LockLostError):
             await lock.extend(1)
         for _ in range(100):
             if calls:

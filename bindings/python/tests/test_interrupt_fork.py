@@ -98,7 +98,7 @@ def test_forked_child_gets_closed_error(url: str, resource: str) -> None:
             try:
                 client.acquire(resource, ttl=5, wait=0)
                 message = b"acquired"
-            except fencelock.Closed as err:
+            except fencelock.ClosedError as err:
                 message = b"closed: " + str(err).encode()
                 # A client made in the child works.
                 with Client(url).lock(resource, ttl=5):

@@ -41,7 +41,7 @@ def test_two_of_three_killed_is_unavailable_with_node_outcomes(nodes3: Any, reso
     client = Client(nodes3.urls, node_timeout=0.2)
     nodes3.kill(0)
     nodes3.kill(1)
-    with pytest.raises(fencelock.Unavailable) as err:
+    with pytest.raises(fencelock.UnavailableError) as err:
         client.acquire(resource, ttl=5, wait=0)
     e = err.value
     assert e.kind == "unavailable" and e.code == 3
@@ -60,7 +60,7 @@ def test_two_of_three_killed_is_unavailable_with_node_outcomes(nodes3: Any, reso
         time.sleep(0.05)
     assert live.exists(lock_key(resource)) == 0
     # With waiting, the same failure becomes a timeout that keeps the node detail.
-    with pytest.raises(fencelock.LockTimeout) as waited:
+    with pytest.raises(fencelock.LockTimeoutError) as waited:
         client.acquire(resource, ttl=5, wait=0.3)
     assert len(waited.value.nodes) == 3
 

@@ -35,7 +35,7 @@ def test_grant_arriving_after_ttl_is_refused(
     with pytest.raises(fencelock.FenceLockError) as err:
         client.acquire(resource, ttl=TTL, wait=0)
     assert resource in str(err.value), err.value
-    assert not isinstance(err.value, fencelock.NotAcquired), "nobody else holds it"
+    assert not isinstance(err.value, fencelock.NotAcquiredError), "nobody else holds it"
     # Nothing is left behind beyond the ttl.
     time.sleep(TTL + 0.1)
     assert r1.exists(lock_key(resource)) == 0

@@ -31,7 +31,7 @@ def test_acquire_release_lifecycle(url: str, resource: str, r1: "redis.Redis[str
     assert lock.status == "released"
     assert lock.remaining == 0.0
     assert not lock.lost.is_set(), "a clean release is not a loss"
-    with pytest.raises(fencelock.NotHeld) as err:
+    with pytest.raises(fencelock.NotHeldError) as err:
         lock.release()
     assert resource in str(err.value)
     assert err.value.resource == resource
@@ -43,7 +43,7 @@ def test_try_acquire_returns_none_when_held(url: str, resource: str) -> None:
     client = Client(url, node_timeout=5)
     holder = client.acquire(resource, ttl=5)
     assert client.try_acquire(resource, ttl=5) is None
-    with pytest.raises(fencelock.NotAcquired) as err:
+    with pytest.raises(fencelock.NotAcquiredError) as err:
         client.acquire(resource, ttl=5, wait=0)
     assert err.value.kind == "not_acquired"
     assert [n.outcome for n in err.value.nodes] == ["held_by_other"]
@@ -57,7 +57,7 @@ def test_try_acquire_returns_none_when_held(url: str, resource: str) -> None:
 def test_wait_times_out_with_lock_timeout(url: str, resource: str) -> None:
     client = Client(url)
     holder = client.acquire(resource, ttl=5)
-    with pytest.raises(fencelock.LockTimeout) as err:
+    with pytest.raises(fencelock.LockTimeoutError) as err:
         client.acquire(resource, ttl=5, wait=0.2)
     assert resource in str(err.value) and url in str(err.value)
     assert isinstance(err.value, fencelock.FenceLockError)
@@ -105,7 +105,7 @@ def test_context_manager_raises_when_lock_was_lost(
     url: str, resource: str, r1: "redis.Redis[str]"
 ) -> None:
     client = Client(url)
-    with pytest.raises(fencelock.NotHeld):
+    with pytest.raises(fencelock.NotHeldError):
         with client.lock(resource, ttl=0.3) as lock:
             r1.delete(lock_key(resource))
             assert lock.lost.wait(timeout=10)
@@ -129,12 +129,12 @@ def test_fenced_set_refuses_stale_token(url: str, resource: str) -> None:
     first.release()
     second = client.acquire(resource, ttl=5)
     client.fenced_set(key, "new", second.fence)
-    with pytest.raises(fencelock.StaleToken) as err:
+    with pytest.raises(fencelock.StaleTokenError) as err:
         client.fenced_set(key, "old", old_token)
     assert key in str(err.value)
     assert client.fenced_get(key) == ("new", second.fencing_token)
     # A bare equal token cannot prove it is the same grant: refused.
-    with pytest.raises(fencelock.StaleToken):
+    with pytest.raises(fencelock.StaleTokenError):
         client.fenced_set(key, "bare", second.fencing_token)
     # The same grant, by its fence (or the fence's text), may write again.
     client.fenced_set(key, "newer", second.fence)
@@ -142,7 +142,7 @@ def test_fenced_set_refuses_stale_token(url: str, resource: str) -> None:
     assert client.fenced_get(key) == ("newest", second.fencing_token)
     # Another grant with the same token (after a lost counter) may not.
     other = fencelock.Fence(second.fencing_token, second.fence.holder % (2**63 - 1) + 1)
-    with pytest.raises(fencelock.StaleToken):
+    with pytest.raises(fencelock.StaleTokenError):
         client.fenced_set(key, "other", other)
     assert client.fenced_get(f"missing:{resource}") is None
     second.release()
@@ -155,9 +155,9 @@ def test_fence_values() -> None:
     assert fencelock.Fence.parse("42") == fencelock.Fence(42) and fencelock.Fence(42).holder == 0
     assert hash(fence) == hash(fencelock.Fence(42, 7))
     for bad in ["", "x", "1:", "1:2:3", "1:9223372036854775808"]:
-        with pytest.raises(fencelock.InvalidArgument):
+        with pytest.raises(fencelock.InvalidArgumentError):
             fencelock.Fence.parse(bad)
-    with pytest.raises(fencelock.InvalidArgument):
+    with pytest.raises(fencelock.InvalidArgumentError):
         fencelock.Fence(1, 2**63)
     with pytest.raises(TypeError):
         fencelock.Fence("1")  # type: ignore[arg-type]
@@ -182,9 +182,9 @@ def test_lost_signal_after_key_deleted(url: str, resource: str, r1: "redis.Redis
     assert not lock.is_held()
     assert called.wait(10)
     assert calls == [(resource, "deleted")]
-    with pytest.raises(fencelock.LockLost):
+    with pytest.raises(fencelock.LockLostError):
         lock.extend(1)
-    with pytest.raises(fencelock.NotHeld):
+    with pytest.raises(fencelock.NotHeldError):
         lock.release()
 
 
@@ -225,13 +225,13 @@ def test_close_refuses_new_operations(url: str, resource: str) -> None:
     client = Client(url)
     lock = client.acquire(resource, ttl=5)
     client.close()
-    with pytest.raises(fencelock.Closed):
+    with pytest.raises(fencelock.ClosedError):
         client.acquire(resource + ":2", ttl=5)
     lock.release()  # held locks can still be released
     with Client(url) as c2:
         with c2.lock(resource, ttl=5):
             pass
-    with pytest.raises(fencelock.Closed):
+    with pytest.raises(fencelock.ClosedError):
         c2.try_acquire(resource, ttl=5)
 
 

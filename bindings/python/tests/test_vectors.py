@@ -39,5 +39,54 @@ def _invalid_resources() -> List[str]:
 @pytest.mark.parametrize("resource", _invalid_resources(), ids=lambda r: repr(r[:8]))
 def test_invalid_resource_vectors_are_refused(url: str, resource: str) -> None:
     with fencelock.Client([url]) as client:
-        with pytest.raises(fencelock.InvalidArgument):
+        with pytest.raises(fencelock.InvalidArgumentError):
             client.try_acquire(resource, ttl=1)
+
+
+def _class_name(kind: str) -> str:
+    """The exception class of a kind, by the naming rule of fencelock/_errors.py."""
+    camel = "".join(part.capitalize() for part in kind.split("_"))
+    return {"Timeout": "LockTimeout", "Lost": "LockLost"}.get(camel, camel) + "Error"
+
+
+@pytest.mark.parametrize("entry", VECTORS["error_kinds"], ids=lambda e: e["name"])
+def test_every_error_kind_has_its_exception_class(entry: Dict[str, Any]) -> None:
+    cls = getattr(fencelock, _class_name(entry["name"]))
+    assert issubclass(cls, fencelock.FenceLockError)
+    assert (cls.kind, cls.code) == (entry["name"], entry["code"])
+    assert cls.__name__ in fencelock.__all__
+    made = fencelock._errors._from_core(entry["name"], entry["code"], "message", "r", [])
+    assert type(made) is cls
+
+
+def test_the_exception_classes_are_exactly_the_kinds() -> None:
+    classes = {cls.kind: cls.code for cls in fencelock.FenceLockError.__subclasses__()}
+    assert classes == {e["name"]: e["code"] for e in VECTORS["error_kinds"]}
+
+
+def test_loss_reasons_and_node_outcomes_are_the_vectors(
+    url: str, r1: "redis.Redis[str]", resource: str
+) -> None:
+    names = {v["name"] for v in VECTORS["loss_reasons"]}
+    with fencelock.Client([url]) as client:
+        lock = client.acquire(resource, ttl=0.3, wait=0, auto_renew=False)
+        lock.lost.wait(2)
+        assert lock.lost.reason == "expired" and lock.lost.reason in names
+        with pytest.raises(fencelock.NotAcquiredError) as err:
+            r1.set(f"fencelock:{{{resource}}}", "someone-else", px=5000)
+            client.acquire(resource, ttl=5, wait=0)
+        outcomes = {v["name"] for v in VECTORS["node_outcomes"]}
+        assert [n.outcome for n in err.value.nodes] == ["held_by_other"]
+        assert {n.outcome for n in err.value.nodes} <= outcomes
+
+
+def test_limits_are_the_vectors() -> None:
+    limits = VECTORS["limits"]
+    assert fencelock.MIN_TTL * 1000 == limits["min_ttl_ms"]
+    assert fencelock.MAX_TTL * 1000 == limits["max_ttl_ms"]
+    assert fencelock.MAX_WAIT * 1000 == limits["max_wait_ms"]
+    assert fencelock.MAX_RESOURCE_LEN == limits["max_resource_bytes"]
+    assert fencelock.MAX_PREFIX_LEN == limits["max_prefix_bytes"]
+    assert fencelock.MAX_DRIFT_FACTOR == limits["max_drift_factor"]
+    assert fencelock.MAX_FENCING_TOKEN == limits["max_fencing_token"]
+    assert fencelock.MAX_HOLDER_ID == limits["max_holder_id"]

@@ -1,4 +1,10 @@
-"""The exception hierarchy: one class per error kind of the Rust core."""
+"""The exception hierarchy: one class per error kind of the Rust core.
+
+Naming: the kind's name in CamelCase plus ``Error`` (``not_held`` is
+``NotHeldError``), except ``timeout`` and ``lost``, which read ``LockTimeoutError``
+and ``LockLostError`` so they do not pass for the built-in ``TimeoutError`` or
+a lost connection. ``tests/test_errors.py`` holds every front-wide kind to it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,19 @@ from typing import NamedTuple, Optional, Sequence, Tuple
 __all__ = [
     "NodeReport",
     "FenceLockError",
+    "NotAcquiredError",
+    "LockTimeoutError",
+    "UnavailableError",
+    "LockLostError",
+    "NotHeldError",
+    "StaleTokenError",
+    "InvalidArgumentError",
+    "ConfigError",
+    "AuthError",
+    "TlsError",
+    "ClosedError",
+    "WouldBlockError",
+    "InternalError",
     "NotAcquired",
     "LockTimeout",
     "Unavailable",
@@ -14,9 +33,6 @@ __all__ = [
     "NotHeld",
     "StaleToken",
     "InvalidArgument",
-    "ConfigError",
-    "AuthError",
-    "TlsError",
     "Closed",
     "WouldBlock",
 ]
@@ -63,49 +79,49 @@ class FenceLockError(Exception):
         return (type(self), (str(self), self.resource, tuple(tuple(n) for n in self.nodes)))
 
 
-class NotAcquired(FenceLockError):
+class NotAcquiredError(FenceLockError):
     """The lock is held by someone else (a single attempt, ``wait=0``)."""
 
     kind = "not_acquired"
     code = 1
 
 
-class LockTimeout(FenceLockError):
+class LockTimeoutError(FenceLockError):
     """The ``wait`` deadline passed before the lock could be taken."""
 
     kind = "timeout"
     code = 2
 
 
-class Unavailable(FenceLockError):
+class UnavailableError(FenceLockError):
     """Not enough nodes answered to decide: Redis unreachable, paused or erroring."""
 
     kind = "unavailable"
     code = 3
 
 
-class LockLost(FenceLockError):
+class LockLostError(FenceLockError):
     """The lock was lost while held (key deleted, expired or taken over)."""
 
     kind = "lost"
     code = 4
 
 
-class NotHeld(FenceLockError):
+class NotHeldError(FenceLockError):
     """The lock was no longer held when released or extended."""
 
     kind = "not_held"
     code = 5
 
 
-class StaleToken(FenceLockError):
+class StaleTokenError(FenceLockError):
     """A fenced write carried a token older than the one already stored."""
 
     kind = "stale_token"
     code = 6
 
 
-class InvalidArgument(FenceLockError, ValueError):
+class InvalidArgumentError(FenceLockError, ValueError):
     """An argument is out of range (empty resource, bad ttl, NaN, bool…)."""
 
     kind = "invalid_argument"
@@ -133,37 +149,40 @@ class TlsError(FenceLockError):
     code = 10
 
 
-class Closed(FenceLockError):
+class ClosedError(FenceLockError):
     """The client is closed, or was made before ``fork()`` and used in the child."""
 
     kind = "closed"
     code = 11
 
 
-class WouldBlock(FenceLockError):
+class WouldBlockError(FenceLockError):
     """A blocking call was made where it would deadlock (inside the core's runtime)."""
 
     kind = "would_block"
     code = 12
 
 
-_BY_KIND = {
-    cls.kind: cls
-    for cls in (
-        NotAcquired,
-        LockTimeout,
-        Unavailable,
-        LockLost,
-        NotHeld,
-        StaleToken,
-        InvalidArgument,
-        ConfigError,
-        AuthError,
-        TlsError,
-        Closed,
-        WouldBlock,
-    )
-}
+class InternalError(FenceLockError):
+    """A bug in fencelock: a panic inside it was caught before it reached you."""
+
+    kind = "internal"
+    code = 200
+
+
+# The names of version 0.1, before every class ended in ``Error``: the same
+# classes, so ``except NotAcquired`` keeps working.
+NotAcquired = NotAcquiredError
+LockTimeout = LockTimeoutError
+Unavailable = UnavailableError
+LockLost = LockLostError
+NotHeld = NotHeldError
+StaleToken = StaleTokenError
+InvalidArgument = InvalidArgumentError
+Closed = ClosedError
+WouldBlock = WouldBlockError
+
+_BY_KIND = {cls.kind: cls for cls in FenceLockError.__subclasses__()}
 
 
 def _from_core(

@@ -25,8 +25,21 @@ def settle(timeout: float = 2.0) -> bool:
     """Waits until no client of this process has clean-up running in the background."""
 
 MIN_TTL: float
+"""Shortest ttl accepted, in seconds."""
 MAX_TTL: float
+"""Longest ttl accepted, in seconds."""
+MAX_WAIT: float
+"""Longest wait accepted, in seconds (366 days)."""
 MAX_RESOURCE_LEN: int
+"""Longest resource name (and fenced key), in bytes of UTF-8."""
+MAX_PREFIX_LEN: int
+"""Longest key prefix, in bytes of UTF-8."""
+MAX_DRIFT_FACTOR: float
+"""Largest clock-drift factor a client accepts."""
+MAX_FENCING_TOKEN: int
+"""Largest fencing token handed out (2**53 - 1)."""
+MAX_HOLDER_ID: int
+"""Largest holder id of a fence (fits a signed 64-bit SQL column)."""
 __version__: str
 __all__ = [
     "AsyncClient",
@@ -37,8 +50,13 @@ __all__ = [
     "Lock",
     "LockContext",
     "LostSignal",
+    "MAX_DRIFT_FACTOR",
+    "MAX_FENCING_TOKEN",
+    "MAX_HOLDER_ID",
+    "MAX_PREFIX_LEN",
     "MAX_RESOURCE_LEN",
     "MAX_TTL",
+    "MAX_WAIT",
     "MIN_TTL",
     "__version__",
     "settle",
