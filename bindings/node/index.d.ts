@@ -222,11 +222,19 @@ export type FenceLockErrorCode =
   | 'AUTH'
   | 'TLS'
   | 'CLOSED'
+  | 'WOULD_BLOCK'
+  | 'INTERNAL'
   | 'FENCELOCK'
 
-/** Base class of every fencelock error. */
+/**
+ * Base class of every fencelock error. Each subclass is a core error kind,
+ * named the kind in CamelCase plus `Error` (`LockTimeoutError` and
+ * `LockLostError` for `timeout` and `lost`); its code is the kind in upper case.
+ */
 export declare class FenceLockError extends Error {
   constructor(message: string, details?: { resource?: string | null; nodes?: NodeReport[]; cause?: unknown })
+  /** The core's name of this kind of failure, e.g. `'not_acquired'` (`'error'` on the base class). */
+  readonly kind: string
   /** The stable code of this kind of failure. */
   readonly code: FenceLockErrorCode
   /** The resource the failed operation was about, or `null`. */
@@ -259,6 +267,10 @@ export declare class AuthError extends FenceLockError {}
 export declare class TlsError extends FenceLockError {}
 /** The client is closed. Code `CLOSED`. */
 export declare class ClosedError extends FenceLockError {}
+/** A blocking call was made inside fencelock's own runtime. Code `WOULD_BLOCK`. */
+export declare class WouldBlockError extends FenceLockError {}
+/** A bug in fencelock: a panic inside it was caught before it reached you. Code `INTERNAL`. */
+export declare class InternalError extends FenceLockError {}
 
 /** The shortest ttl accepted, in ms (10). */
 export declare const MIN_TTL_MS: number
@@ -266,7 +278,13 @@ export declare const MIN_TTL_MS: number
 export declare const MAX_TTL_MS: number
 /** The longest wait accepted, in ms (366 days). */
 export declare const MAX_WAIT_MS: number
-/** The longest resource name accepted, in bytes (1024). */
+/** The longest resource name (and fenced key) accepted, in bytes (1024). */
 export declare const MAX_RESOURCE_LEN: number
+/** The longest key prefix accepted, in bytes (256). */
+export declare const MAX_PREFIX_LEN: number
+/** The largest clock-drift factor accepted (0.1). */
+export declare const MAX_DRIFT_FACTOR: number
+/** The largest fencing token handed out (2n**53n-1n). */
+export declare const MAX_FENCING_TOKEN: bigint
 /** The version of the native addon. */
 export declare const VERSION: string

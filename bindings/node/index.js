@@ -13,31 +13,23 @@
 
 const native = require('./native.js')
 
+/** The core's limits: ttl, wait, resource length, drift factor, token and holder id. */
+const LIMITS = native.limits()
+
 /** `Symbol.asyncDispose` (Node 20 has it; older runtimes get the registered symbol TypeScript uses). */
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose')
 
-/** The longest wait accepted, in ms: a year (366 days). */
-const MAX_WAIT_MS = 366 * 24 * 3600 * 1000
-
 // ---------------------------------------------------------------- errors
 
-/** The codes of the core's error kinds. */
-const CODES = {
-  not_acquired: 'NOT_ACQUIRED',
-  timeout: 'TIMEOUT',
-  unavailable: 'UNAVAILABLE',
-  lost: 'LOST',
-  not_held: 'NOT_HELD',
-  stale_token: 'STALE_TOKEN',
-  invalid_argument: 'INVALID_ARGUMENT',
-  config: 'CONFIG',
-  auth: 'AUTH',
-  tls: 'TLS',
-  closed: 'CLOSED',
-  would_block: 'WOULD_BLOCK',
-}
-
-/** Base class of every error fencelock rejects with (bad arguments aside, which are `TypeError`/`RangeError`). */
+/**
+ * Base class of every error fencelock rejects with (bad arguments aside, which are `TypeError`/`RangeError`).
+ *
+ * One subclass per error kind of the core, named by one rule: the kind in
+ * CamelCase plus `Error` (`not_held` is `NotHeldError`), except `timeout` and
+ * `lost`, which are `LockTimeoutError` and `LockLostError`. Each has `kind`
+ * (the core's name) and `code` (the kind in upper case, e.g. `'NOT_HELD'`).
+ * `test/errors.test.js` holds the classes to tests/vectors/protocol.json.
+ */
 class FenceLockError extends Error {
   /**
    * @param {string} message
@@ -49,6 +41,8 @@ class FenceLockError extends Error {
     this.resource = details.resource ?? null
     /** What each node answered, for operations that went to several nodes. */
     this.nodes = details.nodes ?? []
+    /** The core's name of this kind of failure, e.g. `'not_acquired'`. */
+    this.kind = new.target.kind
     /** The stable code of this kind of failure, e.g. `'NOT_ACQUIRED'`. */
     this.code = new.target.code
   }
@@ -57,55 +51,61 @@ class FenceLockError extends Error {
     return this.constructor.name
   }
 }
+FenceLockError.kind = 'error'
 FenceLockError.code = 'FENCELOCK'
+
+/** The subclass of `FenceLockError` for core kind `kind`. */
+function kindClass(Class, kind) {
+  Class.kind = kind
+  Class.code = kind.toUpperCase()
+  return Class
+}
 
 /** The lock is held by someone else (one attempt, or `wait: 0`). */
 class NotAcquiredError extends FenceLockError {}
-NotAcquiredError.code = CODES.not_acquired
 /** The `wait` deadline passed before the lock could be taken. */
 class LockTimeoutError extends FenceLockError {}
-LockTimeoutError.code = CODES.timeout
 /** Not enough nodes answered to decide: Redis unreachable, paused or erroring. */
 class UnavailableError extends FenceLockError {}
-UnavailableError.code = CODES.unavailable
 /** The lock was lost while held (key deleted, expired or taken over). */
 class LockLostError extends FenceLockError {}
-LockLostError.code = CODES.lost
 /** The lock was no longer held when released or extended. */
 class NotHeldError extends FenceLockError {}
-NotHeldError.code = CODES.not_held
 /** A fenced write carried a token older than the one already stored. */
 class StaleTokenError extends FenceLockError {}
-StaleTokenError.code = CODES.stale_token
 /** An argument the core refused (e.g. a resource name starting with `}`). */
 class InvalidArgumentError extends FenceLockError {}
-InvalidArgumentError.code = CODES.invalid_argument
 /** The client configuration is invalid (bad URL, duplicate node, …). */
 class ConfigError extends FenceLockError {}
-ConfigError.code = CODES.config
 /** Redis refused the credentials, or the ACL user lacks a permission. */
 class AuthError extends FenceLockError {}
-AuthError.code = CODES.auth
 /** The TLS handshake or certificate verification failed. */
 class TlsError extends FenceLockError {}
-TlsError.code = CODES.tls
 /** The client is closed. */
 class ClosedError extends FenceLockError {}
-ClosedError.code = CODES.closed
+/** A blocking call was made inside fencelock's own runtime (never from this front's own calls). */
+class WouldBlockError extends FenceLockError {}
+/** A bug in fencelock: a panic inside it was caught before it reached you. Please report it. */
+class InternalError extends FenceLockError {}
 
-const CLASSES = {
-  not_acquired: NotAcquiredError,
-  timeout: LockTimeoutError,
-  unavailable: UnavailableError,
-  lost: LockLostError,
-  not_held: NotHeldError,
-  stale_token: StaleTokenError,
-  invalid_argument: InvalidArgumentError,
-  config: ConfigError,
-  auth: AuthError,
-  tls: TlsError,
-  closed: ClosedError,
-}
+/** The class of each core kind. */
+const CLASSES = Object.fromEntries(
+  [
+    kindClass(NotAcquiredError, 'not_acquired'),
+    kindClass(LockTimeoutError, 'timeout'),
+    kindClass(UnavailableError, 'unavailable'),
+    kindClass(LockLostError, 'lost'),
+    kindClass(NotHeldError, 'not_held'),
+    kindClass(StaleTokenError, 'stale_token'),
+    kindClass(InvalidArgumentError, 'invalid_argument'),
+    kindClass(ConfigError, 'config'),
+    kindClass(AuthError, 'auth'),
+    kindClass(TlsError, 'tls'),
+    kindClass(ClosedError, 'closed'),
+    kindClass(WouldBlockError, 'would_block'),
+    kindClass(InternalError, 'internal'),
+  ].map((Class) => [Class.kind, Class]),
+)
 
 /** Builds the error of a core kind (called by the addon on the JS thread). */
 function makeError(kind, message, resource, nodes) {
@@ -113,7 +113,13 @@ function makeError(kind, message, resource, nodes) {
   const reports = nodes.map(([node, outcome, detail]) => ({ node, outcome, detail }))
   const text =
     reports.length === 0 ? message : `${message} [${reports.map((r) => `${r.node}: ${r.detail}`).join('; ')}]`
-  return new Class(text, { resource, nodes: reports })
+  const error = new Class(text, { resource, nodes: reports })
+  if (Class === FenceLockError) {
+    // A kind newer than this file: keep the core's name for it.
+    error.kind = kind
+    error.code = kind.toUpperCase()
+  }
+  return error
 }
 
 /** An exception thrown inside a callback the addon ran: reported, never fatal. */
@@ -188,15 +194,8 @@ function poll() {
 
 native.init(makeError, reportError, keepPolling)
 
-const LOSS_TEXT = {
-  deleted: 'the lock key was deleted or expired on a majority of nodes',
-  taken_over: 'another owner holds the lock on a majority of nodes',
-  unreachable: "renewals failed until the lock's validity ran out",
-  expired: 'the lease ran out without renewal',
-}
-
 function lostError(resource, reason) {
-  const error = new LockLostError(`lock '${resource}' was lost: ${LOSS_TEXT[reason] ?? reason}`, { resource })
+  const error = new LockLostError(`lock '${resource}' was lost: ${native.lossReasonText(reason)}`, { resource })
   error.reason = reason
   return error
 }
@@ -225,7 +224,7 @@ function ms(name, value, min, max) {
 }
 
 function ttlArg(name, value) {
-  return ms(name, value, native.MIN_TTL_MS, native.MAX_TTL_MS)
+  return ms(name, value, LIMITS.minTtlMs, LIMITS.maxTtlMs)
 }
 
 function bool(name, value) {
@@ -247,7 +246,7 @@ function text(name, value, { optional = false, maxBytes = Infinity } = {}) {
 }
 
 function resourceArg(resource) {
-  return text('resource', resource, { maxBytes: native.MAX_RESOURCE_LEN })
+  return text('resource', resource, { maxBytes: LIMITS.maxResourceLen })
 }
 
 function options(name, value, allowed) {
@@ -282,7 +281,7 @@ function lockArgs(opts, allowed) {
   }
   return [
     ttlArg('options.ttl', o.ttl),
-    ms('options.wait', o.wait, 0, MAX_WAIT_MS),
+    ms('options.wait', o.wait, 0, LIMITS.maxWaitMs),
     bool('options.autoRenew', o.autoRenew),
     ms('options.maxHold', o.maxHold, 0, Number.MAX_SAFE_INTEGER),
     maxRenewals,
@@ -343,7 +342,9 @@ function clientArgs(opts) {
     if (typeof drift !== 'number' || Number.isNaN(drift)) {
       throw new TypeError(`options.driftFactor must be a number, got ${describe(drift)}`)
     }
-    if (!(drift >= 0 && drift <= 0.1)) throw new RangeError(`options.driftFactor must be from 0 to 0.1, got ${drift}`)
+    if (!(drift >= 0 && drift <= LIMITS.maxDriftFactor)) {
+      throw new RangeError(`options.driftFactor must be from 0 to ${LIMITS.maxDriftFactor}, got ${drift}`)
+    }
   }
   const keyPrefix = o.keyPrefix
   if (keyPrefix !== undefined && typeof keyPrefix !== 'string') {
@@ -352,13 +353,13 @@ function clientArgs(opts) {
   return {
     nodes: [...nodes],
     keyPrefix,
-    nodeTimeoutMs: ms('options.nodeTimeoutMs', o.nodeTimeoutMs, 1, MAX_WAIT_MS),
-    connectTimeoutMs: ms('options.connectTimeoutMs', o.connectTimeoutMs, 1, MAX_WAIT_MS),
+    nodeTimeoutMs: ms('options.nodeTimeoutMs', o.nodeTimeoutMs, 1, LIMITS.maxWaitMs),
+    connectTimeoutMs: ms('options.connectTimeoutMs', o.connectTimeoutMs, 1, LIMITS.maxWaitMs),
     driftFactor: drift,
-    retryBaseDelayMs: ms('options.retryBaseDelayMs', o.retryBaseDelayMs, 1, MAX_WAIT_MS),
-    retryMaxDelayMs: ms('options.retryMaxDelayMs', o.retryMaxDelayMs, 1, MAX_WAIT_MS),
+    retryBaseDelayMs: ms('options.retryBaseDelayMs', o.retryBaseDelayMs, 1, LIMITS.maxWaitMs),
+    retryMaxDelayMs: ms('options.retryMaxDelayMs', o.retryMaxDelayMs, 1, LIMITS.maxWaitMs),
     defaultTtlMs: ttlArg('options.defaultTtlMs', o.defaultTtlMs),
-    defaultWaitMs: ms('options.defaultWaitMs', o.defaultWaitMs, 0, MAX_WAIT_MS),
+    defaultWaitMs: ms('options.defaultWaitMs', o.defaultWaitMs, 0, LIMITS.maxWaitMs),
     autoRenew: bool('options.autoRenew', o.autoRenew),
     username: text('options.username', o.username, { optional: true }),
     password: o.password === undefined ? undefined : text('options.password', o.password),
@@ -386,9 +387,6 @@ function tokenArg(value, name = 'fencingToken', max = 0xffffffffffffffffn) {
 
 // ---------------------------------------------------------------- Fence
 
-/** The largest holder id: ids fit a signed 64-bit SQL column. */
-const MAX_HOLDER_ID = 0x7fffffffffffffffn
-
 /**
  * What a fenced write carries: a fencing token and the holder id of its
  * grant. Storage accepts it over an equal token only from the same grant;
@@ -398,7 +396,7 @@ const MAX_HOLDER_ID = 0x7fffffffffffffffn
 class Fence {
   constructor(token, holder = 0n) {
     this.token = tokenArg(token, 'token')
-    this.holder = tokenArg(holder, 'holder', MAX_HOLDER_ID)
+    this.holder = tokenArg(holder, 'holder', LIMITS.maxHolderId)
     Object.freeze(this)
   }
 
@@ -631,7 +629,7 @@ class Client {
   fencedSet(key, value, fence) {
     let checked
     try {
-      text('key', key, { maxBytes: native.MAX_RESOURCE_LEN })
+      text('key', key, { maxBytes: LIMITS.maxResourceLen })
       if (typeof value !== 'string') throw new TypeError(`value must be a string, got ${describe(value)}`)
       checked = fenceArg(fence)
     } catch (error) {
@@ -643,7 +641,7 @@ class Client {
   /** Reads what `fencedSet` stored: `{ value, fencingToken }`, or `null`. */
   fencedGet(key) {
     try {
-      text('key', key, { maxBytes: native.MAX_RESOURCE_LEN })
+      text('key', key, { maxBytes: LIMITS.maxResourceLen })
     } catch (error) {
       return Promise.reject(error)
     }
@@ -674,6 +672,18 @@ class Client {
   }
 }
 
+// Named so that module.exports below lists identifiers only: Node's ES
+// module loader then finds every name (index.mjs re-exports them all).
+const MIN_TTL_MS = LIMITS.minTtlMs
+const MAX_TTL_MS = LIMITS.maxTtlMs
+const MAX_WAIT_MS = LIMITS.maxWaitMs
+const MAX_HOLDER_ID = LIMITS.maxHolderId
+const MAX_FENCING_TOKEN = LIMITS.maxFencingToken
+const MAX_RESOURCE_LEN = LIMITS.maxResourceLen
+const MAX_PREFIX_LEN = LIMITS.maxPrefixLen
+const MAX_DRIFT_FACTOR = LIMITS.maxDriftFactor
+const VERSION = native.VERSION
+
 module.exports = {
   Client,
   Lock,
@@ -690,10 +700,15 @@ module.exports = {
   AuthError,
   TlsError,
   ClosedError,
-  MIN_TTL_MS: native.MIN_TTL_MS,
-  MAX_TTL_MS: native.MAX_TTL_MS,
+  WouldBlockError,
+  InternalError,
+  MIN_TTL_MS,
+  MAX_TTL_MS,
   MAX_WAIT_MS,
   MAX_HOLDER_ID,
-  MAX_RESOURCE_LEN: native.MAX_RESOURCE_LEN,
-  VERSION: native.VERSION,
+  MAX_FENCING_TOKEN,
+  MAX_RESOURCE_LEN,
+  MAX_PREFIX_LEN,
+  MAX_DRIFT_FACTOR,
+  VERSION,
 }

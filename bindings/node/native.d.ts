@@ -27,8 +27,9 @@ export declare class NativeClient {
   /**
    * Takes the lock, waiting up to `waitMs` while it is busy; rejects with
    * `LockTimeoutError` then (or `NotAcquiredError` when `waitMs` is 0).
-   * `canceller.cancel()` stops the wait (the promise rejects with kind
-   * `aborted`) and undoes any partial grant.
+   * `canceller.cancel()` stops the wait and undoes any partial grant: the
+   * promise rejects with a `ClosedError` ("aborted: …"), which
+   * `Client#acquire` replaces with the `AbortSignal`'s reason.
    */
   acquire(resource: string, ttlMs?: number | undefined | null, waitMs?: number | undefined | null, autoRenew?: boolean | undefined | null, maxHoldMs?: number | undefined | null, maxRenewals?: number | undefined | null, canceller?: Canceller | undefined | null): Promise<unknown>
   /** One attempt: resolves `null` when the lock is held elsewhere. */
@@ -105,6 +106,29 @@ export interface FencedValue {
  */
 export declare function init(makeError: (kind: string, message: string, resource: string | null, nodes: string[][]) => Error, reportError: (error: unknown) => void, keepPolling: () => void): void
 
+/** The core's limits. */
+export declare function limits(): Limits
+
+/** The core's limits (`index.js` exports them as `MIN_TTL_MS`, …). */
+export interface Limits {
+  /** The shortest ttl accepted, in ms. */
+  minTtlMs: number
+  /** The longest ttl accepted, in ms (2^31 − 1). */
+  maxTtlMs: number
+  /** The longest wait accepted, in ms (366 days). */
+  maxWaitMs: number
+  /** The longest resource name (and fenced key) accepted, in bytes. */
+  maxResourceLen: number
+  /** The longest key prefix accepted, in bytes. */
+  maxPrefixLen: number
+  /** The largest clock-drift factor accepted. */
+  maxDriftFactor: number
+  /** The largest fencing token handed out. */
+  maxFencingToken: bigint
+  /** The largest holder id of a fence. */
+  maxHolderId: bigint
+}
+
 /** Sets the ttl to `ttlMs` from now on a majority, by compare-and-pexpire. */
 export declare function lockExtend(handle: unknown, ttlMs: number): Promise<void>
 
@@ -141,14 +165,11 @@ export declare function lockStatus(handle: unknown): string
  */
 export declare function lockWatchLost(handle: unknown, callback: (reason: string) => void): void
 
-/** The longest resource name accepted, in bytes. */
-export declare const MAX_RESOURCE_LEN: number
-
-/** The longest ttl accepted, in ms (2^31 − 1). */
-export declare const MAX_TTL_MS: number
-
-/** The shortest ttl accepted, in ms. */
-export declare const MIN_TTL_MS: number
+/**
+ * The core's sentence for loss reason `name` (`"deleted"`, …), or `name`
+ * itself for a reason this version does not know.
+ */
+export declare function lossReasonText(name: string): string
 
 /** One node's view of a lock (for operators; never the owner's token). */
 export interface NodeLockState {

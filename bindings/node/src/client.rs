@@ -149,8 +149,9 @@ impl NativeClient {
 
     /// Takes the lock, waiting up to `waitMs` while it is busy; rejects with
     /// `LockTimeoutError` then (or `NotAcquiredError` when `waitMs` is 0).
-    /// `canceller.cancel()` stops the wait (the promise rejects with kind
-    /// `aborted`) and undoes any partial grant.
+    /// `canceller.cancel()` stops the wait and undoes any partial grant: the
+    /// promise rejects with a `ClosedError` ("aborted: …"), which
+    /// `Client#acquire` replaces with the `AbortSignal`'s reason.
     #[napi(ts_return_type = "Promise<unknown>")]
     #[allow(clippy::too_many_arguments)]
     pub fn acquire<'env>(

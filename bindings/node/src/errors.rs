@@ -10,7 +10,7 @@ use std::ptr;
 use napi::bindgen_prelude::ToNapiValue;
 use napi::{Env, Status, sys};
 
-use fencelock::{Error, NodeOutcome};
+use fencelock::Error;
 
 use crate::bridge;
 
@@ -26,8 +26,11 @@ pub(crate) fn to_js(env: sys::napi_env, err: &Error) -> sys::napi_value {
         .nodes()
         .iter()
         .map(|report| {
-            let (outcome, detail) = outcome_parts(&report.outcome);
-            vec![report.node.clone(), outcome.to_owned(), detail]
+            vec![
+                report.node.clone(),
+                report.outcome.name().to_owned(),
+                report.outcome.to_string(),
+            ]
         })
         .collect();
     // SAFETY: on the JavaScript thread of `env`, with values of that environment.
@@ -69,20 +72,6 @@ pub(crate) fn plain(env: sys::napi_env, message: &str) -> sys::napi_value {
         sys::napi_create_error(env, ptr::null_mut(), text, &mut error);
         error
     }
-}
-
-/// The outcome name and the human text of one node's answer.
-fn outcome_parts(outcome: &NodeOutcome) -> (&'static str, String) {
-    let code = match outcome {
-        NodeOutcome::Ok => "ok",
-        NodeOutcome::HeldByOther => "held_by_other",
-        NodeOutcome::Missing => "missing",
-        NodeOutcome::TimedOut => "timed_out",
-        NodeOutcome::Failed(_) => "failed",
-        NodeOutcome::Pending => "pending",
-        _ => "other",
-    };
-    (code, outcome.to_string())
 }
 
 /// Throws the JavaScript error for `err` and returns the napi error that

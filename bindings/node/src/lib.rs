@@ -13,7 +13,7 @@ mod client;
 mod errors;
 mod lock;
 
-use napi::bindgen_prelude::Function;
+use napi::bindgen_prelude::{BigInt, Function};
 use napi::{Env, JsValue};
 use napi_derive::napi;
 
@@ -53,17 +53,51 @@ pub fn pending_operations(env: Env, yield_cpu: Option<bool>) -> u32 {
     u32::try_from(pending).unwrap_or(u32::MAX)
 }
 
-/// The shortest ttl accepted, in ms.
-#[napi]
-pub const MIN_TTL_MS: u32 = fencelock::MIN_TTL.as_millis() as u32;
+/// The core's limits (`index.js` exports them as `MIN_TTL_MS`, …).
+#[napi(object)]
+pub struct Limits {
+    /// The shortest ttl accepted, in ms.
+    pub min_ttl_ms: u32,
+    /// The longest ttl accepted, in ms (2^31 − 1).
+    pub max_ttl_ms: u32,
+    /// The longest wait accepted, in ms (366 days).
+    pub max_wait_ms: f64,
+    /// The longest resource name (and fenced key) accepted, in bytes.
+    pub max_resource_len: u32,
+    /// The longest key prefix accepted, in bytes.
+    pub max_prefix_len: u32,
+    /// The largest clock-drift factor accepted.
+    pub max_drift_factor: f64,
+    /// The largest fencing token handed out.
+    pub max_fencing_token: BigInt,
+    /// The largest holder id of a fence.
+    pub max_holder_id: BigInt,
+}
 
-/// The longest ttl accepted, in ms (2^31 − 1).
+/// The core's limits.
 #[napi]
-pub const MAX_TTL_MS: u32 = fencelock::MAX_TTL.as_millis() as u32;
+pub fn limits() -> Limits {
+    Limits {
+        min_ttl_ms: fencelock::MIN_TTL.as_millis() as u32,
+        max_ttl_ms: fencelock::MAX_TTL.as_millis() as u32,
+        max_wait_ms: fencelock::MAX_WAIT.as_millis() as f64,
+        max_resource_len: fencelock::MAX_RESOURCE_LEN as u32,
+        max_prefix_len: fencelock::MAX_PREFIX_LEN as u32,
+        max_drift_factor: fencelock::MAX_DRIFT_FACTOR,
+        max_fencing_token: BigInt::from(fencelock::MAX_FENCING_TOKEN),
+        max_holder_id: BigInt::from(fencelock::MAX_HOLDER_ID),
+    }
+}
 
-/// The longest resource name accepted, in bytes.
+/// The core's sentence for loss reason `name` (`"deleted"`, …), or `name`
+/// itself for a reason this version does not know.
 #[napi]
-pub const MAX_RESOURCE_LEN: u32 = fencelock::MAX_RESOURCE_LEN as u32;
+pub fn loss_reason_text(name: String) -> String {
+    match fencelock::LossReason::from_name(&name) {
+        Some(reason) => reason.to_string(),
+        None => name,
+    }
+}
 
 /// The version of the native module.
 #[napi]

@@ -19,22 +19,11 @@ use napi::{Env, JsValue, Status, sys};
 use napi_derive::napi;
 use tokio::sync::Notify;
 
-use fencelock::{Lock, LockStatus, LossReason};
+use fencelock::{Lock, LockStatus};
 
 use crate::args::millis;
 use crate::bridge;
 use crate::client::undefined;
-
-/// A loss reason as the JavaScript layer names it.
-pub(crate) fn reason_name(reason: LossReason) -> &'static str {
-    match reason {
-        LossReason::Deleted => "deleted",
-        LossReason::TakenOver => "taken_over",
-        LossReason::Unreachable => "unreachable",
-        LossReason::Expired => "expired",
-        _ => "lost",
-    }
-}
 
 /// A lost-lock watcher: its callback id and its task on the core's runtime.
 struct Watcher {
@@ -160,7 +149,7 @@ pub fn lock_status(handle: LockHandle) -> String {
     match handle.0.lock.status() {
         LockStatus::Held => "held".to_owned(),
         LockStatus::Released => "released".to_owned(),
-        LockStatus::Lost(reason) => format!("lost:{}", reason_name(reason)),
+        LockStatus::Lost(reason) => format!("lost:{}", reason.name()),
         _ => "unknown".to_owned(),
     }
 }
@@ -179,7 +168,7 @@ pub fn lock_watch_lost(env: &Env, handle: LockHandle, callback: Function<'_>) ->
     let native = handle.0;
     stop_watcher(env.raw(), native.watcher.take());
     let lost = native.lock.lost_task();
-    let (id, task) = state.watch(callback.raw(), async move { reason_name(lost.await).to_owned() })?;
+    let (id, task) = state.watch(callback.raw(), async move { lost.await.name().to_owned() })?;
     *native.watcher.borrow_mut() = Some(Watcher { id, task });
     Ok(())
 }

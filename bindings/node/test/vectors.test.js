@@ -1,16 +1,19 @@
 'use strict'
 
 // The shared protocol vectors (tests/vectors/protocol.json) through the Node
-// front: the keys the client writes, the resources it refuses, the limits.
+// front: the keys the client writes, the resources it refuses, and the
+// tables every front shares (limits, error kinds, loss reasons, node outcomes).
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { Client, InvalidArgumentError, MIN_TTL_MS, MAX_TTL_MS, MAX_RESOURCE_LEN } = require('..')
+const fencelock = require('..')
+const { Client, FenceLockError, InvalidArgumentError, NotAcquiredError } = fencelock
 const { RedisNodes, ROOT } = require('./helpers.js')
 
-const VECTORS = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests', 'vectors', 'protocol.json'), 'utf8'))
+const VECTORS_TEXT = fs.readFileSync(path.join(ROOT, 'tests', 'vectors', 'protocol.json'), 'utf8')
+const VECTORS = JSON.parse(VECTORS_TEXT)
 
 let nodes
 before(async () => {
@@ -20,10 +23,65 @@ after(async () => {
   await nodes.stop()
 })
 
-test('limits match the protocol', () => {
-  assert.equal(MIN_TTL_MS, VECTORS.ttl_ms.min)
-  assert.equal(MAX_TTL_MS, VECTORS.ttl_ms.max)
-  assert.equal(MAX_RESOURCE_LEN, VECTORS.limits.max_resource_bytes)
+test('limits are the vectors', () => {
+  const limits = VECTORS.limits
+  assert.equal(fencelock.MIN_TTL_MS, limits.min_ttl_ms)
+  assert.equal(fencelock.MAX_TTL_MS, limits.max_ttl_ms)
+  assert.equal(fencelock.MAX_WAIT_MS, limits.max_wait_ms)
+  assert.equal(fencelock.MAX_RESOURCE_LEN, limits.max_resource_bytes)
+  assert.equal(fencelock.MAX_PREFIX_LEN, limits.max_prefix_bytes)
+  assert.equal(fencelock.MAX_DRIFT_FACTOR, limits.max_drift_factor)
+  assert.equal(fencelock.MAX_FENCING_TOKEN, BigInt(limits.max_fencing_token))
+  // JSON.parse rounds 2^63 - 1 to a double: read the digits themselves.
+  assert.equal(fencelock.MAX_HOLDER_ID, BigInt(/"max_holder_id": (\d+)/.exec(VECTORS_TEXT)[1]))
+})
+
+/** The error class of a kind, by the naming rule in index.js. */
+function className(kind) {
+  const camel = kind
+    .split('_')
+    .map((part) => part[0].toUpperCase() + part.slice(1))
+    .join('')
+  return ({ Timeout: 'LockTimeout', Lost: 'LockLost' }[camel] ?? camel) + 'Error'
+}
+
+test('every error kind has its class, and every class is a kind', () => {
+  for (const { name } of VECTORS.error_kinds) {
+    const Class = fencelock[className(name)]
+    assert.ok(Class && Class.prototype instanceof FenceLockError, `no class ${className(name)} for kind ${name}`)
+    assert.equal(Class.kind, name)
+    assert.equal(Class.code, name.toUpperCase())
+    const error = new Class('message')
+    assert.equal(error.kind, name)
+    assert.equal(error.name, className(name))
+  }
+  const classes = Object.values(fencelock).filter((value) => value.prototype instanceof FenceLockError)
+  assert.deepEqual(classes.map((Class) => Class.kind).sort(), VECTORS.error_kinds.map((k) => k.name).sort())
+})
+
+test('loss reasons and node outcomes are the core names of the vectors', async () => {
+  const client = new Client({ nodes: nodes.urls })
+  try {
+    const lock = await client.acquire('vectors-loss', { ttl: 200, autoRenew: false })
+    const reason = await new Promise((resolve) =>
+      lock.signal.addEventListener('abort', () => resolve(lock.signal.reason)),
+    )
+    assert.ok(
+      VECTORS.loss_reasons.some((r) => r.name === reason.reason),
+      reason.reason,
+    )
+    assert.match(reason.message, /ran out without renewal/)
+    await nodes.call(0, 'SET', 'fencelock:{vectors-held}', 'someone-else', 'PX', '5000')
+    const error = await client.acquire('vectors-held', { wait: 0 }).catch((e) => e)
+    assert.ok(error instanceof NotAcquiredError)
+    assert.deepEqual(
+      error.nodes.map((n) => n.outcome),
+      ['held_by_other'],
+    )
+    assert.ok(VECTORS.node_outcomes.some((o) => o.name === error.nodes[0].outcome))
+  } finally {
+    await client.close()
+  }
 })
 
 for (const vector of VECTORS.keys) {
