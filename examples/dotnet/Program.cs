@@ -81,7 +81,7 @@ namespace FenceLock.Example
             {
                 handle = await locks.AcquireAsync("order:" + order, LockTtl, LockWait, requestAborted);
             }
-            catch (LockNotAcquiredException)
+            catch (NotAcquiredException)
             {
                 // Also catches LockTimeoutException: held elsewhere for the whole wait.
                 return new Response(409, "busy: order " + order + " is being processed by another request");

@@ -32,6 +32,16 @@ namespace FenceLock
     /// ABI's status; <see cref="Nodes"/> says what each Redis node answered
     /// (empty when the operation reached none).
     /// </summary>
+    /// <remarks>
+    /// One subclass per error kind of the core, named by one rule: the kind in
+    /// PascalCase plus <c>Exception</c> (<c>not_held</c> is
+    /// <see cref="NotHeldException"/>), except <see cref="LockTimeoutException"/>
+    /// and <see cref="LockLostException"/> (not to pass for
+    /// <see cref="TimeoutException"/> or a lost connection). An invalid
+    /// argument is an <see cref="ArgumentException"/>, a cancelled operation an
+    /// <see cref="OperationCanceledException"/>, as .NET callers expect. The
+    /// tests hold the classes to tests/vectors/protocol.json.
+    /// </remarks>
     public class FenceLockException : Exception
     {
         private static readonly IReadOnlyList<NodeReport> NoNodes = new NodeReport[0];
@@ -52,23 +62,23 @@ namespace FenceLock
     }
 
     /// <summary>The lock is held by another owner (one attempt, no wait).</summary>
-    public class LockNotAcquiredException : FenceLockException
+    public class NotAcquiredException : FenceLockException
     {
         /// <summary>Creates the exception.</summary>
-        public LockNotAcquiredException(string message, IReadOnlyList<NodeReport> nodes = null)
+        public NotAcquiredException(string message, IReadOnlyList<NodeReport> nodes = null)
             : this(FenceLockStatus.NotAcquired, message, nodes) { }
 
         /// <summary>For subclasses that are a kind of "not acquired".</summary>
-        protected LockNotAcquiredException(FenceLockStatus status, string message, IReadOnlyList<NodeReport> nodes)
+        protected NotAcquiredException(FenceLockStatus status, string message, IReadOnlyList<NodeReport> nodes)
             : base(status, message, nodes) { }
     }
 
     /// <summary>
     /// Another owner held the lock for the whole wait. A kind of
-    /// <see cref="LockNotAcquiredException"/>, so one catch covers "busy"
+    /// <see cref="NotAcquiredException"/>, so one catch covers "busy"
     /// whether or not the caller waited.
     /// </summary>
-    public sealed class LockTimeoutException : LockNotAcquiredException
+    public sealed class LockTimeoutException : NotAcquiredException
     {
         /// <summary>Creates the exception.</summary>
         public LockTimeoutException(string message, IReadOnlyList<NodeReport> nodes = null)
@@ -76,10 +86,10 @@ namespace FenceLock
     }
 
     /// <summary>Not enough Redis nodes answered to decide (no quorum).</summary>
-    public sealed class LockUnavailableException : FenceLockException
+    public sealed class UnavailableException : FenceLockException
     {
         /// <summary>Creates the exception.</summary>
-        public LockUnavailableException(string message, IReadOnlyList<NodeReport> nodes = null)
+        public UnavailableException(string message, IReadOnlyList<NodeReport> nodes = null)
             : base(FenceLockStatus.Unavailable, message, nodes) { }
     }
 
@@ -92,10 +102,10 @@ namespace FenceLock
     }
 
     /// <summary>The lock was no longer held (expired, lost or already released).</summary>
-    public sealed class LockNotHeldException : FenceLockException
+    public sealed class NotHeldException : FenceLockException
     {
         /// <summary>Creates the exception.</summary>
-        public LockNotHeldException(string message, IReadOnlyList<NodeReport> nodes = null)
+        public NotHeldException(string message, IReadOnlyList<NodeReport> nodes = null)
             : base(FenceLockStatus.NotHeld, message, nodes) { }
     }
 
@@ -108,34 +118,34 @@ namespace FenceLock
     }
 
     /// <summary>The client configuration is invalid (bad URL, no nodes, duplicate node, bad option).</summary>
-    public sealed class FenceLockConfigException : FenceLockException
+    public sealed class ConfigException : FenceLockException
     {
         /// <summary>Creates the exception.</summary>
-        public FenceLockConfigException(string message, IReadOnlyList<NodeReport> nodes = null)
+        public ConfigException(string message, IReadOnlyList<NodeReport> nodes = null)
             : base(FenceLockStatus.Config, message, nodes) { }
     }
 
     /// <summary>Redis refused the credentials, or the ACL user lacks a permission.</summary>
-    public sealed class FenceLockAuthException : FenceLockException
+    public sealed class AuthException : FenceLockException
     {
         /// <summary>Creates the exception.</summary>
-        public FenceLockAuthException(string message, IReadOnlyList<NodeReport> nodes = null)
+        public AuthException(string message, IReadOnlyList<NodeReport> nodes = null)
             : base(FenceLockStatus.Auth, message, nodes) { }
     }
 
     /// <summary>The TLS handshake or certificate verification failed.</summary>
-    public sealed class FenceLockTlsException : FenceLockException
+    public sealed class TlsException : FenceLockException
     {
         /// <summary>Creates the exception.</summary>
-        public FenceLockTlsException(string message, IReadOnlyList<NodeReport> nodes = null)
+        public TlsException(string message, IReadOnlyList<NodeReport> nodes = null)
             : base(FenceLockStatus.Tls, message, nodes) { }
     }
 
     /// <summary>The native client is closed (or was made before <c>fork()</c>).</summary>
-    public sealed class FenceLockClosedException : FenceLockException
+    public sealed class ClosedException : FenceLockException
     {
         /// <summary>Creates the exception.</summary>
-        public FenceLockClosedException(string message, IReadOnlyList<NodeReport> nodes = null)
+        public ClosedException(string message, IReadOnlyList<NodeReport> nodes = null)
             : base(FenceLockStatus.Closed, message, nodes) { }
     }
 
@@ -151,11 +161,11 @@ namespace FenceLock
             : base(FenceLockStatus.WouldBlock, message, nodes) { }
     }
 
-    /// <summary>A bug in libfencelock (an internal panic caught at the boundary), or an unknown status.</summary>
-    public sealed class FenceLockInternalException : FenceLockException
+    /// <summary>A bug in libfencelock (an internal panic caught at the boundary; kind <c>internal</c>), or a status this binding does not know.</summary>
+    public sealed class InternalException : FenceLockException
     {
         /// <summary>Creates the exception.</summary>
-        public FenceLockInternalException(FenceLockStatus status, string message, IReadOnlyList<NodeReport> nodes = null)
+        public InternalException(FenceLockStatus status, string message, IReadOnlyList<NodeReport> nodes = null)
             : base(status, message, nodes) { }
     }
 }

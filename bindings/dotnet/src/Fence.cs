@@ -16,8 +16,8 @@ namespace FenceLock
     [StructLayout(LayoutKind.Sequential)]
     public struct Fence : IEquatable<Fence>
     {
-        /// <summary>The largest holder id: ids fit a signed 64-bit SQL column.</summary>
-        public const ulong MaxHolderId = long.MaxValue;
+        /// <summary>The largest holder id (<see cref="FenceLockLimits.MaxHolderId"/>): ids fit a signed 64-bit SQL column.</summary>
+        public static ulong MaxHolderId => FenceLockLimits.MaxHolderId;
 
         private readonly ulong token;
         private readonly ulong holder;

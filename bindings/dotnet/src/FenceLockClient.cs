@@ -15,7 +15,6 @@ namespace FenceLock
     /// </summary>
     public sealed class FenceLockClient : IDisposable
     {
-        private const int MaxResourceBytes = 1024;
 
         private readonly ClientSafeHandle native;
         private readonly LossEventRouter router;
@@ -30,9 +29,9 @@ namespace FenceLock
         /// </summary>
         /// <exception cref="ArgumentNullException"><paramref name="nodes"/> is null.</exception>
         /// <exception cref="ArgumentException">A node is null or not valid Unicode.</exception>
-        /// <exception cref="FenceLockConfigException">No nodes, a bad or duplicate URL, or a bad option.</exception>
-        /// <exception cref="FenceLockAuthException">A node refused the credentials.</exception>
-        /// <exception cref="FenceLockTlsException">A TLS handshake failed.</exception>
+        /// <exception cref="ConfigException">No nodes, a bad or duplicate URL, or a bad option.</exception>
+        /// <exception cref="AuthException">A node refused the credentials.</exception>
+        /// <exception cref="TlsException">A TLS handshake failed.</exception>
         public FenceLockClient(IEnumerable<string> nodes, FenceLockOptions options = null)
         {
             if (nodes == null) throw new ArgumentNullException(nameof(nodes));
@@ -63,9 +62,9 @@ namespace FenceLock
         /// thread is blocked while waiting. The lock lives <paramref name="ttl"/>
         /// on Redis and is renewed until released.
         /// </summary>
-        /// <param name="resource">What to lock: 1 to 1024 bytes of UTF-8.</param>
-        /// <param name="ttl">Lease on Redis: 10 ms to int.MaxValue ms.</param>
-        /// <param name="wait">How long to keep trying: zero for one attempt, up to 366 days,
+        /// <param name="resource">What to lock: 1 to <see cref="FenceLockLimits.MaxResourceBytes"/> bytes of UTF-8.</param>
+        /// <param name="ttl">Lease on Redis: <see cref="FenceLockLimits.MinTtl"/> to <see cref="FenceLockLimits.MaxTtl"/>.</param>
+        /// <param name="wait">How long to keep trying: zero for one attempt, up to <see cref="FenceLockLimits.MaxWait"/>,
         /// or <see cref="Timeout.InfiniteTimeSpan"/> for the longest allowed.</param>
         /// <param name="cancellationToken">Stops the wait: the task is cancelled and any partial grant undone.</param>
         /// <exception cref="ArgumentNullException"><paramref name="resource"/> is null.</exception>
@@ -73,8 +72,8 @@ namespace FenceLock
         /// <exception cref="ArgumentException"><paramref name="resource"/> is empty, too long, has a NUL or a lone surrogate.</exception>
         /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
         /// <remarks>The task faults with <see cref="LockTimeoutException"/> (held elsewhere for the whole wait),
-        /// <see cref="LockNotAcquiredException"/> (held elsewhere, zero wait) or
-        /// <see cref="LockUnavailableException"/> (no majority answered), each with per-node detail.</remarks>
+        /// <see cref="NotAcquiredException"/> (held elsewhere, zero wait) or
+        /// <see cref="UnavailableException"/> (no majority answered), each with per-node detail.</remarks>
         public Task<FenceLockHandle> AcquireAsync(string resource, TimeSpan ttl, TimeSpan wait,
             CancellationToken cancellationToken = default(CancellationToken))
         {
@@ -157,14 +156,14 @@ namespace FenceLock
                         userData, out operation, ref error));
         }
 
-        // The length rule is the header's (1 to 1024 bytes); checking it here
+        // The length rule is the library's (FenceLockLimits); checking it here
         // makes the mistake an exception at the call, not a faulted task.
         private static byte[] EncodeResource(string resource)
         {
             var name = Utf8.EncodeRequired(resource, nameof(resource));
             var length = name.Length - 1; // without the NUL
-            if (length < 1 || length > MaxResourceBytes)
-                throw new ArgumentException("a resource is 1 to " + MaxResourceBytes + " bytes of UTF-8, got " + length,
+            if (length < 1 || length > FenceLockLimits.MaxResourceBytes)
+                throw new ArgumentException("a resource is 1 to " + FenceLockLimits.MaxResourceBytes + " bytes of UTF-8, got " + length,
                     nameof(resource));
             return name;
         }

@@ -107,10 +107,10 @@ namespace FenceLock
         /// Sets the lock's ttl to <paramref name="ttl"/> from now on a majority
         /// of nodes; later renewals use it. Does not re-create a missing key.
         /// </summary>
-        /// <exception cref="ArgumentOutOfRangeException">ttl outside 10 ms … int.MaxValue ms.</exception>
+        /// <exception cref="ArgumentOutOfRangeException">ttl outside <see cref="FenceLockLimits.MinTtl"/> … <see cref="FenceLockLimits.MaxTtl"/>.</exception>
         /// <exception cref="ObjectDisposedException">The handle was disposed.</exception>
         /// <remarks>The task faults with <see cref="LockLostException"/> (stop using the resource),
-        /// <see cref="LockNotHeldException"/> (released before) or <see cref="LockUnavailableException"/>.</remarks>
+        /// <see cref="NotHeldException"/> (released before) or <see cref="UnavailableException"/>.</remarks>
         public Task ExtendAsync(TimeSpan ttl, CancellationToken cancellationToken = default(CancellationToken))
         {
             var ttlMs = Durations.Ttl(ttl, nameof(ttl));
@@ -125,8 +125,8 @@ namespace FenceLock
         /// renewal. The handle must still be disposed.
         /// </summary>
         /// <exception cref="ObjectDisposedException">The handle was disposed.</exception>
-        /// <remarks>The task faults with <see cref="LockNotHeldException"/> when the lock had expired,
-        /// been lost or released before, and <see cref="LockUnavailableException"/> when too few
+        /// <remarks>The task faults with <see cref="NotHeldException"/> when the lock had expired,
+        /// been lost or released before, and <see cref="UnavailableException"/> when too few
         /// nodes answered (the rest expire at the ttl).</remarks>
         public Task ReleaseAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
@@ -139,7 +139,7 @@ namespace FenceLock
 
         /// <summary>
         /// Releases the lock (a lock no longer held is fine) and frees the
-        /// handle. Other release failures (<see cref="LockUnavailableException"/>)
+        /// handle. Other release failures (<see cref="UnavailableException"/>)
         /// are thrown after the handle is freed; the key then expires at its ttl.
         /// Calling it again does nothing.
         /// </summary>
@@ -179,7 +179,7 @@ namespace FenceLock
             {
                 await release.ConfigureAwait(false);
             }
-            catch (LockNotHeldException)
+            catch (NotHeldException)
             {
                 Volatile.Write(ref released, 1); // nothing left to release either
                 throw;
@@ -193,7 +193,7 @@ namespace FenceLock
             {
                 if (Volatile.Read(ref released) == 0) await ReleaseAsync().ConfigureAwait(false);
             }
-            catch (LockNotHeldException)
+            catch (NotHeldException)
             {
                 // Expired, lost or released already: the goal of disposing is met.
             }

@@ -5,7 +5,7 @@ namespace FenceLock
     /// <summary>
     /// Client settings. Every property left null keeps libfencelock's
     /// default; the client validates them all at once when it is made
-    /// (<see cref="FenceLockConfigException"/> says what is wrong), so a
+    /// (<see cref="ConfigException"/> says what is wrong), so a
     /// setter never throws.
     /// </summary>
     public sealed class FenceLockOptions
@@ -50,8 +50,8 @@ namespace FenceLock
         /// Oldest TLS version accepted from <c>rediss://</c> nodes (default
         /// <see cref="FenceLockTlsVersion.Tls12"/>; TLS 1.0 and 1.1 are never spoken).
         /// With <see cref="FenceLockTlsVersion.Tls13"/>, a node that offers only TLS 1.2
-        /// fails with <see cref="FenceLockTlsException"/>, and <c>rediss+cluster://</c>
-        /// nodes are refused with <see cref="FenceLockConfigException"/> (restrict those
+        /// fails with <see cref="TlsException"/>, and <c>rediss+cluster://</c>
+        /// nodes are refused with <see cref="ConfigException"/> (restrict those
         /// with the servers' <c>tls-protocols</c>). A value that is not a defined
         /// <see cref="FenceLockTlsVersion"/> makes the client constructor throw
         /// <see cref="ArgumentOutOfRangeException"/>.

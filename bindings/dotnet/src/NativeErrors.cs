@@ -1,6 +1,10 @@
 using System;
 using System.Collections.Generic;
+using System.Runtime.CompilerServices;
 using System.Threading;
+
+// The tests compare NativeErrors' table with tests/vectors/protocol.json.
+[assembly: InternalsVisibleTo("Tests")]
 
 namespace FenceLock
 {
@@ -60,23 +64,24 @@ namespace FenceLock
         {
             switch ((FenceLockStatus)status)
             {
-                case FenceLockStatus.NotAcquired: return new LockNotAcquiredException(message, nodes);
+                case FenceLockStatus.NotAcquired: return new NotAcquiredException(message, nodes);
                 case FenceLockStatus.Timeout: return new LockTimeoutException(message, nodes);
-                case FenceLockStatus.Unavailable: return new LockUnavailableException(message, nodes);
+                case FenceLockStatus.Unavailable: return new UnavailableException(message, nodes);
                 case FenceLockStatus.Lost: return new LockLostException(message, nodes);
-                case FenceLockStatus.NotHeld: return new LockNotHeldException(message, nodes);
+                case FenceLockStatus.NotHeld: return new NotHeldException(message, nodes);
                 case FenceLockStatus.StaleToken: return new StaleTokenException(message, nodes);
-                case FenceLockStatus.Config: return new FenceLockConfigException(message, nodes);
-                case FenceLockStatus.Auth: return new FenceLockAuthException(message, nodes);
-                case FenceLockStatus.Tls: return new FenceLockTlsException(message, nodes);
-                case FenceLockStatus.Closed: return new FenceLockClosedException(message, nodes);
+                case FenceLockStatus.Config: return new ConfigException(message, nodes);
+                case FenceLockStatus.Auth: return new AuthException(message, nodes);
+                case FenceLockStatus.Tls: return new TlsException(message, nodes);
+                case FenceLockStatus.Closed: return new ClosedException(message, nodes);
                 case FenceLockStatus.WouldBlock: return new WouldBlockException(message, nodes);
+                case FenceLockStatus.Internal: return new InternalException(FenceLockStatus.Internal, message, nodes);
                 // Mistakes in a call are .NET argument errors, as callers expect.
                 case FenceLockStatus.InvalidArgument: return new ArgumentException(message);
                 case FenceLockStatus.InvalidUtf8: return new ArgumentException(message);
                 case FenceLockStatus.NullArgument: return new ArgumentNullException(null, message);
                 case FenceLockStatus.Cancelled: return new OperationCanceledException(message, cancellationToken);
-                default: return new FenceLockInternalException((FenceLockStatus)status, message, nodes);
+                default: return new InternalException((FenceLockStatus)status, message, nodes);
             }
         }
 

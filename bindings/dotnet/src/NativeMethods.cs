@@ -37,6 +37,20 @@ namespace FenceLock
             internal IntPtr Resource;
         }
 
+        /// <summary>struct fencelock_limits.</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct NativeLimits
+        {
+            internal ulong MinTtlMs;
+            internal ulong MaxTtlMs;
+            internal ulong MaxWaitMs;
+            internal UIntPtr MaxResourceBytes;
+            internal UIntPtr MaxPrefixBytes;
+            internal ulong MaxFencingToken;
+            internal ulong MaxHolderId;
+            internal double MaxDriftFactor;
+        }
+
         // ---- client -------------------------------------------------------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -168,6 +182,9 @@ namespace FenceLock
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr fencelock_status_name(int status);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr fencelock_get_limits();
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr fencelock_version();
