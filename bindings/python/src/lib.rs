@@ -11,6 +11,7 @@ mod args;
 #[cfg(unix)]
 mod bridge;
 mod client;
+mod coroutine;
 mod errors;
 mod fence;
 mod lock;

@@ -206,20 +206,18 @@ impl<'py> IntoPyObject<'py> for Deferred {
     }
 }
 
-/// Makes an asyncio awaitable of `future`, run on the core's runtime.
-/// Cancelling the awaiting task drops `future`, which cancels the operation.
+/// Makes a coroutine of `future`, run on the core's runtime (see
+/// [`crate::coroutine`]). Cancelling the awaiting task drops `future`, which
+/// cancels the operation.
 pub(crate) fn awaitable<'py, F>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = Deferred> + Send + 'static,
 {
     #[cfg(unix)]
-    {
-        crate::bridge::awaitable(py, future)
-    }
+    let asyncio_future = crate::bridge::awaitable(py, future)?;
     #[cfg(not(unix))]
-    {
-        generic_awaitable(py, future)
-    }
+    let asyncio_future = generic_awaitable(py, future)?;
+    Ok(Bound::new(py, crate::coroutine::Operation::new(asyncio_future))?.into_any())
 }
 
 /// The portable path: pyo3-async-runtimes' generic bridge on the core's

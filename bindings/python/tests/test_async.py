@@ -231,3 +231,44 @@ def test_a_cancel_that_loses_the_race_with_the_grant_releases_the_lock(
 
     asyncio.run(main())
     assert r1.exists(lock_key(resource)) == 0, "the granted lock was left unreleased"
+
+
+def test_every_awaitable_is_a_coroutine_for_asyncio_task_apis(url: str, resource: str) -> None:
+    # What users write to wait for a lock while doing something else: each of
+    # these needs a coroutine (create_task, TaskGroup) or any awaitable.
+    import inspect
+
+    async def main() -> None:
+        connecting = AsyncClient.connect(url)
+        assert inspect.isawaitable(connecting) and asyncio.iscoroutine(connecting)
+        client = await asyncio.create_task(connecting)
+        lock = await asyncio.create_task(client.acquire(resource, ttl=5, wait=1))
+        assert asyncio.iscoroutine(lock.extend(5)) is True  # started, and awaited by nobody
+        await asyncio.wait_for(lock.extend(5), timeout=2)
+        states, fenced = await asyncio.gather(
+            client.inspect(resource), client.fenced_get(resource + ":k")
+        )
+        assert states[0]["held"] and fenced is None
+        if hasattr(asyncio, "TaskGroup"):  # Python 3.11+
+            async with asyncio.timeout(2):
+                async with asyncio.TaskGroup() as group:
+                    waiting = group.create_task(client.acquire(resource, ttl=5, wait=1))
+                    await asyncio.sleep(0.05)
+                    group.create_task(lock.release())
+            second = waiting.result()
+            assert second.fencing_token > lock.fencing_token
+        else:
+            print("asyncio.TaskGroup/timeout need Python 3.11: that part is skipped here")
+            await lock.release()
+            second = await client.acquire(resource, ttl=5, wait=1)
+        # A task waiting for a busy lock is cancelled like any other.
+        blocked = asyncio.create_task(client.acquire(resource, ttl=5, wait=5))
+        await asyncio.sleep(0.05)
+        blocked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await blocked
+        await asyncio.create_task(second.release())
+        assert await client.try_acquire(resource, ttl=5) is not None
+        client.close()
+
+    run(main)

@@ -1,0 +1,91 @@
+//! What every async call of the asyncio API returns: a coroutine over the
+//! operation's asyncio future.
+//!
+//! The operation starts when the method is called (its future is already
+//! running on the core's runtime), but asyncio's task APIs
+//! (`asyncio.create_task`, `TaskGroup.create_task`) accept coroutines only.
+//! This object has the coroutine protocol (`__await__`, `send`, `throw`,
+//! `close`), so `collections.abc.Coroutine` and `asyncio.iscoroutine` accept
+//! it, and delegates each step to the future's own iterator: awaiting it is
+//! awaiting the future.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+
+/// A coroutine whose result is the result of an asyncio future.
+#[pyclass(module = "fencelock._native", name = "Operation")]
+pub struct Operation {
+    future: Py<PyAny>,
+    /// `future.__await__()`, made on the first step.
+    steps: Option<Py<PyAny>>,
+}
+
+impl Operation {
+    pub(crate) fn new(future: Bound<'_, PyAny>) -> Self {
+        Operation {
+            future: future.unbind(),
+            steps: None,
+        }
+    }
+
+    fn steps<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(steps) = &self.steps {
+            return Ok(steps.bind(py).clone());
+        }
+        let steps = self.future.bind(py).call_method0(intern!(py, "__await__"))?;
+        self.steps = Some(steps.clone().unbind());
+        Ok(steps)
+    }
+}
+
+#[pymethods]
+impl Operation {
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.send(py, py.None())
+    }
+
+    /// Steps the coroutine: yields the future while it runs, then raises
+    /// `StopIteration` with its result (or raises its exception).
+    fn send(&mut self, py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        let steps = self.steps(py)?;
+        steps
+            .call_method1(intern!(py, "send"), (value,))
+            .map(Bound::unbind)
+    }
+
+    /// Throws into the coroutine (how a task delivers its cancellation, even
+    /// before the first step): nobody will take the result now, so the
+    /// operation is cancelled first, and a lock it granted is released.
+    #[pyo3(signature = (kind, value=None, traceback=None))]
+    fn throw(
+        &mut self,
+        py: Python<'_>,
+        kind: Py<PyAny>,
+        value: Option<Py<PyAny>>,
+        traceback: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.future.bind(py).call_method0(intern!(py, "cancel"))?;
+        let steps = self.steps(py)?;
+        let thrown = match (value, traceback) {
+            (None, _) => steps.call_method1(intern!(py, "throw"), (kind,)),
+            (Some(value), None) => steps.call_method1(intern!(py, "throw"), (kind, value)),
+            (Some(value), Some(traceback)) => {
+                steps.call_method1(intern!(py, "throw"), (kind, value, traceback))
+            }
+        };
+        thrown.map(Bound::unbind)
+    }
+
+    /// Closes the coroutine: cancels the operation unless it has finished.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.future.bind(py).call_method0(intern!(py, "cancel"))?;
+        if let Some(steps) = &self.steps {
+            steps.bind(py).call_method0(intern!(py, "close"))?;
+        }
+        Ok(())
+    }
+}
