@@ -1,7 +1,8 @@
 //! A synchronous facade for callers without an async runtime.
 //!
-//! Each call runs on fencelock's internal runtime and blocks the calling
-//! thread until it finishes. Calling from inside an async runtime returns
+//! The same calls as [`crate::Client`] and [`crate::Lock`]; the lost-lock
+//! future is [`Lock::wait_lost`] here. Each call runs on fencelock's internal
+//! runtime and blocks the calling thread until it finishes. Calling from inside an async runtime returns
 //! [`ErrorKind::WouldBlock`](crate::ErrorKind::WouldBlock) instead of deadlocking.
 //!
 //! ```no_run
@@ -17,9 +18,10 @@
 
 use std::time::Duration;
 
+use crate::client::NodeLockState;
 use crate::config::ClientBuilder;
 use crate::error::Result;
-use crate::lock::LossReason;
+use crate::lock::{LockStatus, LossReason};
 use crate::options::LockOptions;
 use crate::runtime::block_on;
 
@@ -72,6 +74,38 @@ impl Client {
         let (client, key, value) = (self.inner.clone(), key.to_owned(), value.to_owned());
         block_on(async move { client.fenced_set(&key, &value, fence).await })?
     }
+
+    /// See [`crate::Client::fenced_get`].
+    pub fn fenced_get(&self, key: &str) -> Result<Option<(String, u64)>> {
+        let (client, key) = (self.inner.clone(), key.to_owned());
+        block_on(async move { client.fenced_get(&key).await })?
+    }
+
+    /// See [`crate::Client::inspect`].
+    pub fn inspect(&self, resource: &str) -> Result<Vec<NodeLockState>> {
+        let (client, resource) = (self.inner.clone(), resource.to_owned());
+        block_on(async move { client.inspect(&resource).await })?
+    }
+
+    /// See [`crate::Client::check_request`].
+    pub fn check_request(&self, resource: &str, options: &LockOptions) -> Result<()> {
+        self.inner.check_request(resource, options)
+    }
+
+    /// See [`crate::Client::nodes`].
+    pub fn nodes(&self) -> Vec<String> {
+        self.inner.nodes()
+    }
+
+    /// See [`crate::Client::quorum`].
+    pub fn quorum(&self) -> usize {
+        self.inner.quorum()
+    }
+
+    /// See [`crate::Client::close`] (never blocks).
+    pub fn close(&self) {
+        self.inner.close()
+    }
 }
 
 impl Lock {
@@ -90,6 +124,21 @@ impl Lock {
         self.inner.fencing_token()
     }
 
+    /// See [`crate::Lock::fence`].
+    pub fn fence(&self) -> crate::Fence {
+        self.inner.fence()
+    }
+
+    /// See [`crate::Lock::status`].
+    pub fn status(&self) -> LockStatus {
+        self.inner.status()
+    }
+
+    /// See [`crate::Lock::renewals`].
+    pub fn renewals(&self) -> u32 {
+        self.inner.renewals()
+    }
+
     /// See [`crate::Lock::is_held`].
     pub fn is_held(&self) -> bool {
         self.inner.is_held()
@@ -98,6 +147,11 @@ impl Lock {
     /// See [`crate::Lock::remaining`].
     pub fn remaining(&self) -> Duration {
         self.inner.remaining()
+    }
+
+    /// See [`crate::Lock::check_extend`].
+    pub fn check_extend(&self, ttl: Duration) -> Result<()> {
+        self.inner.check_extend(ttl)
     }
 
     /// See [`crate::Lock::extend`].
@@ -110,8 +164,9 @@ impl Lock {
         block_on(self.inner.release_task())?
     }
 
-    /// Waits up to `timeout` for the lock to be lost; returns the reason, or
-    /// `None` if it is still held (or was released) when the time is up.
+    /// Waits up to `timeout` for the lock to be lost (the blocking form of
+    /// [`crate::Lock::lost`]); returns the reason, or `None` if it is still
+    /// held (or was released) when the time is up.
     pub fn wait_lost(&self, timeout: Duration) -> Result<Option<LossReason>> {
         let lost = self.inner.lost_task();
         block_on(async move { tokio::time::timeout(timeout, lost).await.ok() })

@@ -383,6 +383,16 @@ impl Lock {
         runtime::run(Box::pin(self.extend_task(ttl))).await?
     }
 
+    /// Checks the arguments of [`Lock::extend`] without sending anything, so a
+    /// front can report a bad ttl at the call rather than through its future
+    /// (as [`crate::Client::check_request`] does for acquire).
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] for a ttl outside
+    /// [`crate::MIN_TTL`]..=[`crate::MAX_TTL`].
+    pub fn check_extend(&self, ttl: Duration) -> Result<()> {
+        validate_ttl(ttl).map_err(|e| e.with_resource(self.state.resource()))
+    }
+
     /// The work of [`Lock::extend`] as a `'static` future that owns what it
     /// needs, for bindings that spawn it on [`crate::runtime_handle`].
     pub fn extend_task(&self, ttl: Duration) -> impl Future<Output = Result<()>> + Send + 'static {

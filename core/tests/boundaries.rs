@@ -107,6 +107,19 @@ fn blocking_facade_works_from_threads_and_refuses_inside_a_runtime() {
             .is_none()
     );
     lock.extend(ms(2000)).unwrap();
+    assert_eq!(
+        lock.check_extend(ms(1)).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(lock.status(), fencelock::LockStatus::Held);
+    client.fenced_set("sync:data", "v1", lock.fence()).unwrap();
+    assert_eq!(
+        client.fenced_get("sync:data").unwrap(),
+        Some(("v1".to_owned(), lock.fencing_token()))
+    );
+    let states = client.inspect("sync").unwrap();
+    assert!(states.len() == 1 && states[0].held, "{states:?}");
+    assert_eq!((client.nodes().len(), client.quorum()), (1, 1));
     assert_eq!(lock.wait_lost(ms(50)).unwrap(), None);
     nodes[0].command(&["DEL", &lock_key("sync")]);
     assert_eq!(
@@ -121,6 +134,11 @@ fn blocking_facade_works_from_threads_and_refuses_inside_a_runtime() {
         .block_on(async { client.try_acquire("sync", LockOptions::new(ms(1000))) })
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
+    client.close();
+    let closed = client
+        .try_acquire("sync", LockOptions::new(ms(1000)))
+        .unwrap_err();
+    assert_eq!(closed.kind(), ErrorKind::Closed, "{closed}");
 }
 
 #[test]

@@ -6,7 +6,6 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
 
-use fencelock::{MAX_TTL, MIN_TTL};
 use futures_util::FutureExt;
 use tokio::sync::oneshot;
 
@@ -255,13 +254,7 @@ pub unsafe extern "C" fn fencelock_lock_extend_async(
         boundary(error, || {
             let lock = args::object(lock, "lock")?;
             let callback = callback.ok_or_else(|| Failure::null("callback"))?;
-            if !(MIN_TTL..=MAX_TTL).contains(&args::millis(ttl_ms)) {
-                return Err(Failure::invalid(format!(
-                    "ttl of {ttl_ms} ms is out of range: use {} to {} ms",
-                    MIN_TTL.as_millis(),
-                    MAX_TTL.as_millis()
-                )));
-            }
+            lock.inner.check_extend(args::millis(ttl_ms))?;
             let extend = lock.inner.extend_task(args::millis(ttl_ms));
             start_done(
                 async move { Ok(extend.await?) },
