@@ -147,9 +147,7 @@ function reportError(error) {
  * `HOT_POLLS` looks without a result, each look first yields the CPU to any
  * other thread that is ready to run (fencelock's runtime, or Redis on the
  * same machine), so a long wait does not take CPU time from the work it
- * waits for. Measured with 32 acquire+release loops: 1.3-2.1x the
- * throughput of sleeping at one node, 0.97-1.11x at five (where polling
- * without yielding cost 10-30%).
+ * waits for. The measurements are in docs/performance.md.
  *
  * `FENCELOCK_POLL_MS=0` in the environment turns polling off.
  */

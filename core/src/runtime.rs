@@ -26,12 +26,10 @@ static RUNTIME: Mutex<Option<(u32, Handle)>> = Mutex::new(None);
 /// Lock traffic is I/O bound, and a second worker mostly adds wake-ups:
 /// tokio wakes an idle worker to steal whenever a task is queued, so each
 /// burst of operations cost extra `futex`/`eventfd` wake-ups and context
-/// switches. Measured with the Node front (32 loops, one node, alternating
-/// runs): one worker used 11–17% less CPU per acquire+release cycle and
-/// matched or beat two workers' throughput, at one node and at five. It
-/// also means a slow callback on a runtime thread (C, .NET) holds up every
-/// operation and renewal of the process, which is why the C header asks
-/// callbacks to be short.
+/// switches; one worker used less CPU per lock cycle and matched or beat
+/// two workers' throughput (docs/performance.md). It also means that work
+/// on a runtime thread holds up every operation and renewal of the
+/// process, which is why C and .NET callbacks run on a thread of their own.
 const WORKER_THREADS: usize = 1;
 
 /// The handle of this process's internal runtime, created on first use.

@@ -110,8 +110,8 @@ impl Sender {
 /// first reply before the connection's writer task gets the thread, so the
 /// writer finds them all queued and sends them in one system call. With a
 /// task each, tokio runs the writer right after every single operation and
-/// each request costs its own `writev` (measured: 1.3–2.4 socket writes per
-/// acquire+release cycle before, 0.2–0.4 after). Every operation catches its
+/// each request costs its own `writev` (docs/performance.md has the
+/// numbers). Every operation catches its
 /// own panic (see [`EnvState::promise`]), so one cannot take its burst down.
 struct Outbox {
     state: Mutex<(Vec<BoxedTask>, bool)>,

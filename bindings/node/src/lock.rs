@@ -3,8 +3,8 @@
 //!
 //! The handle is a plain napi external, not a `#[napi]` class instance: a
 //! class instance costs a constructor call, `napi_wrap` and napi-rs's
-//! per-call borrow bookkeeping, which were a fifth of the JavaScript
-//! thread's time in an acquire+release loop. `index.js` keeps the handle in
+//! per-call borrow bookkeeping, the biggest cost of the JavaScript thread in
+//! an acquire+release loop (docs/performance.md). `index.js` keeps the handle in
 //! a private field of its `Lock` class, so user code never sees it.
 
 use std::cell::RefCell;
