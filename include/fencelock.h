@@ -490,6 +490,14 @@ typedef struct fencelock_limits {
 } fencelock_limits;
 
 /**
+ * Called once, on fencelock's callback thread, when the lock it was set on
+ * is lost (never after a release). It may call any fencelock function,
+ * `fencelock_lock_free` of this very lock included; while it runs, later
+ * callbacks of the process wait.
+ */
+typedef void (*fencelock_lost_callback)(void *user_data, fencelock_loss_reason reason);
+
+/**
  * Called once when an acquire started by [`fencelock_acquire_async`] ends,
  * on fencelock's callback thread.
  *
@@ -914,13 +922,41 @@ fencelock_status fencelock_lock_release(const struct fencelock_lock *lock,
 /**
  * Frees a lock. NULL is a no-op. If it is still held, renewal stops and the
  * key expires at its ttl (call [`fencelock_lock_release`] first to free it
- * at once). Never blocks, no network I/O.
+ * at once). No network I/O. When it returns, no call of the lock's lost
+ * callback ([`crate::fencelock_lock_on_lost`]) runs or can start: it waits
+ * while one is in progress, except when called from a fencelock callback.
  *
  * # Safety
  * `lock` is NULL or from this library, not freed before, and not in use by
  * another thread during or after this call.
  */
 void fencelock_lock_free(struct fencelock_lock *lock);
+
+/**
+ * Calls `callback(user_data, reason)` once when `lock` is lost, on
+ * fencelock's callback thread; at once (there) if it is lost already. Never
+ * called after the lock was released. A second call replaces the callback;
+ * NULL clears it. Losses also reach the client's event callback and queue.
+ *
+ * `user_data` is passed back untouched and must be usable from another
+ * thread. When this returns, or when `fencelock_lock_free` returns, no call
+ * of the replaced (or freed) callback runs or can start, so its `user_data`
+ * may be freed: for that both wait while such a call is in progress (so do
+ * not call them holding a lock that callback takes). From inside a fencelock
+ * callback they return at once (the only call in progress is the caller's
+ * own).
+ *
+ * Errors: `NULL_ARGUMENT` (`lock`); `CLOSED` if the callback thread cannot
+ * be started. Never blocks beyond the wait above. Thread-safe.
+ *
+ * # Safety
+ * `lock` is NULL or live; `callback` is NULL or a function with this
+ * signature; `error` is NULL or writable.
+ */
+fencelock_status fencelock_lock_on_lost(const struct fencelock_lock *lock,
+                                        fencelock_lost_callback callback,
+                                        void *user_data,
+                                        struct fencelock_error **error);
 
 /**
  * Starts taking the lock on `resource` (as [`crate::fencelock_acquire`],

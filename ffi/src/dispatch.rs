@@ -53,6 +53,48 @@ pub(crate) fn on_callback_thread() -> bool {
     ON_CALLBACK_THREAD.get()
 }
 
+/// A call of a replaceable C callback in progress: what a caller replacing
+/// or clearing that callback (or freeing its object) waits for, so the old
+/// `user_data` may be freed as soon as it returns.
+#[derive(Clone, Copy)]
+pub(crate) struct Call {
+    /// The generation of the callback being called.
+    generation: u64,
+    /// The process making it. A child forked during a call has no callback
+    /// thread: that call never ends there, and must not be waited for.
+    pid: u32,
+}
+
+impl Call {
+    /// A call, starting now, of the callback set at `generation`.
+    pub(crate) fn of(generation: u64) -> Call {
+        Call {
+            generation,
+            pid: std::process::id(),
+        }
+    }
+}
+
+/// Waits on `idle` until `calling(state)` is no call of a callback replaced
+/// before `generation` (callbacks are numbered as they are set). Returns at
+/// once on the callback thread: calls run one at a time there, so the only
+/// one in progress is the caller's own, which ends when the caller returns.
+/// Whoever ends a call must notify `idle`.
+pub(crate) fn wait_for_replaced_calls<S>(
+    mut state: MutexGuard<'_, S>,
+    idle: &Condvar,
+    generation: u64,
+    calling: impl Fn(&S) -> Option<Call>,
+) {
+    if on_callback_thread() {
+        return;
+    }
+    let pid = std::process::id();
+    while calling(&state).is_some_and(|call| call.generation < generation && call.pid == pid) {
+        state = idle.wait(state).unwrap_or_else(|poisoned| poisoned.into_inner());
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A queue and an option: a panic elsewhere cannot leave them half-written.
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -13,7 +13,7 @@ use tokio::task::AbortHandle;
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary_status};
 use crate::client::fencelock_client;
-use crate::dispatch::{Dispatcher, on_callback_thread};
+use crate::dispatch::{Call, Dispatcher, wait_for_replaced_calls};
 use crate::error::c_string;
 use crate::names;
 use crate::operation::UserData;
@@ -145,16 +145,6 @@ struct HubState {
     delivery_queued: bool,
 }
 
-/// A call of an event callback in progress.
-#[derive(Clone, Copy)]
-struct Call {
-    /// The generation of the callback being called.
-    generation: u64,
-    /// The process making it. A child forked during a call has no callback
-    /// thread: that call never ends there, and must not be waited for.
-    pid: u32,
-}
-
 impl EventHub {
     fn state(&self) -> MutexGuard<'_, HubState> {
         // Plain data: a panic elsewhere cannot leave it half-written.
@@ -179,30 +169,9 @@ impl EventHub {
         self.queue_delivery(&mut state);
         // A puller waits only while no callback is set.
         self.ready.notify_all();
-        self.wait_for_replaced_calls(state, generation);
-    }
-
-    /// Waits until no call of a callback replaced before `generation` runs.
-    /// Later calls can only be of a newer callback: a delivery reads the
-    /// subscriber and marks `calling` under the same lock.
-    ///
-    /// On the callback thread there is nothing to wait for, and waiting would
-    /// deadlock: calls run one at a time there, so the only call that can be
-    /// in progress is the caller's own, which ends when the caller returns.
-    fn wait_for_replaced_calls(&self, mut state: MutexGuard<'_, HubState>, generation: u64) {
-        if on_callback_thread() {
-            return;
-        }
-        let pid = std::process::id();
-        while state
-            .calling
-            .is_some_and(|call| call.generation < generation && call.pid == pid)
-        {
-            state = self
-                .idle
-                .wait(state)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-        }
+        // Later calls can only be of a newer callback: a delivery reads the
+        // subscriber and marks `calling` under the same lock.
+        wait_for_replaced_calls(state, &self.idle, generation, |state| state.calling);
     }
 
     /// Called on the runtime: queues the event and, when a callback is set,
@@ -249,10 +218,7 @@ impl EventHub {
                 None => None, // unsubscribed meanwhile: the events stay for pulling
             };
             if taken.is_some() {
-                state.calling = Some(Call {
-                    generation: state.generation,
-                    pid: std::process::id(),
-                });
+                state.calling = Some(Call::of(state.generation));
             }
             taken
         };

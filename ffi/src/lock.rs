@@ -11,6 +11,7 @@ use crate::boundary::{FfiResult, boundary, boundary_status};
 use crate::client::fencelock_client;
 use crate::error::{c_string, fencelock_error};
 use crate::events::{EventHub, watch};
+use crate::lost::LostCallback;
 use crate::status::fencelock_status;
 
 /// A lock taken by `fencelock_acquire`, `fencelock_try_acquire` or
@@ -26,6 +27,7 @@ pub struct fencelock_lock {
     pub(crate) inner: Lock,
     resource: CString,
     watcher: AbortHandle,
+    pub(crate) on_lost: Arc<LostCallback>,
 }
 
 impl fencelock_lock {
@@ -34,6 +36,7 @@ impl fencelock_lock {
         Ok(fencelock_lock {
             watcher: watch(&inner, events.clone())?,
             resource: c_string(inner.resource().to_owned()),
+            on_lost: Arc::default(),
             inner,
         })
     }
@@ -41,8 +44,9 @@ impl fencelock_lock {
 
 impl Drop for fencelock_lock {
     fn drop(&mut self) {
-        // Dropping `inner` stops renewal; the watcher would otherwise wait forever.
+        // Dropping `inner` stops renewal; the watchers would otherwise wait forever.
         self.watcher.abort();
+        self.on_lost.clear();
     }
 }
 
@@ -276,7 +280,9 @@ pub unsafe extern "C" fn fencelock_lock_release(
 
 /// Frees a lock. NULL is a no-op. If it is still held, renewal stops and the
 /// key expires at its ttl (call [`fencelock_lock_release`] first to free it
-/// at once). Never blocks, no network I/O.
+/// at once). No network I/O. When it returns, no call of the lock's lost
+/// callback ([`crate::fencelock_lock_on_lost`]) runs or can start: it waits
+/// while one is in progress, except when called from a fencelock callback.
 ///
 /// # Safety
 /// `lock` is NULL or from this library, not freed before, and not in use by

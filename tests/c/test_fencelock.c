@@ -385,6 +385,92 @@ static void test_loss_event_callback(void) {
   fencelock_client_free(client);
 }
 
+typedef struct lost_record {
+  atomic_int calls;
+  atomic_int finished;
+  fencelock_loss_reason reason;
+  int sleep_ms;
+  fencelock_lock *free_me; /* freed by the callback itself when set */
+} lost_record;
+
+static void on_lock_lost(void *user_data, fencelock_loss_reason reason) {
+  lost_record *record = user_data;
+  record->reason = reason;
+  atomic_fetch_add(&record->calls, 1);
+  if (record->sleep_ms > 0) sleep_ms(record->sleep_ms);
+  if (record->free_me != NULL) fencelock_lock_free(record->free_me); /* returns at once here */
+  atomic_store(&record->finished, 1);
+}
+
+/* The lock on `resource`, or NULL (the caller's CHECK fails the test). */
+static fencelock_lock *take(fencelock_client *client, const char *resource, uint64_t ttl_ms) {
+  fencelock_lock *lock = NULL;
+  return fencelock_acquire(client, resource, ttl_ms, 0, &lock, NULL) == FENCELOCK_STATUS_OK ? lock : NULL;
+}
+
+static void delete_key(const char *resource) {
+  char command[256];
+  snprintf(command, sizeof command, "DEL fencelock:{%s}", resource);
+  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+}
+
+static void test_lock_lost_callback(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  static lost_record record, late, released;
+  memset(&record, 0, sizeof record);
+  memset(&late, 0, sizeof late);
+  memset(&released, 0, sizeof released);
+  const char *resource = unique("lock-lost-cb");
+  fencelock_lock *lock = take(client, resource, 300);
+  CHECK(lock != NULL);
+  CHECK_STATUS(fencelock_lock_on_lost(NULL, on_lock_lost, &record, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_on_lost(lock, on_lock_lost, &record, NULL), FENCELOCK_STATUS_OK);
+  delete_key(resource);
+  CHECK(wait_for(&record.calls, 1, 10000));
+  sleep_ms(400); /* a second call would show up within a few renewal periods */
+  CHECK(atomic_load(&record.calls) == 1 && record.reason == FENCELOCK_LOSS_DELETED);
+  /* Set on a lock already lost: called at once. */
+  CHECK_STATUS(fencelock_lock_on_lost(lock, on_lock_lost, &late, NULL), FENCELOCK_STATUS_OK);
+  CHECK(wait_for(&late.calls, 1, 10000) && late.reason == FENCELOCK_LOSS_DELETED);
+  fencelock_lock_free(lock);
+  /* Never called after a release. */
+  lock = take(client, unique("lock-lost-cb-released"), 300);
+  CHECK(lock != NULL);
+  CHECK_STATUS(fencelock_lock_on_lost(lock, on_lock_lost, &released, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  sleep_ms(400);
+  CHECK(atomic_load(&released.calls) == 0);
+  CHECK_STATUS(fencelock_lock_on_lost(lock, NULL, NULL, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
+static void test_lock_free_waits_for_its_lost_callback(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  static lost_record slow, self;
+  memset(&slow, 0, sizeof slow);
+  memset(&self, 0, sizeof self);
+  slow.sleep_ms = 200;
+  const char *resource = unique("lock-lost-slow");
+  fencelock_lock *lock = take(client, resource, 300);
+  CHECK(lock != NULL);
+  CHECK_STATUS(fencelock_lock_on_lost(lock, on_lock_lost, &slow, NULL), FENCELOCK_STATUS_OK);
+  delete_key(resource);
+  CHECK(wait_for(&slow.calls, 1, 10000));
+  fencelock_lock_free(lock); /* waits for the callback in progress */
+  CHECK(atomic_load(&slow.finished) == 1);
+  /* A callback may free its own lock. */
+  resource = unique("lock-lost-self");
+  self.free_me = take(client, resource, 300);
+  CHECK(self.free_me != NULL);
+  CHECK_STATUS(fencelock_lock_on_lost(self.free_me, on_lock_lost, &self, NULL), FENCELOCK_STATUS_OK);
+  delete_key(resource);
+  CHECK(wait_for(&self.finished, 1, 10000));
+  fencelock_client_free(client);
+}
+
 typedef struct async_record {
   atomic_int calls;
   fencelock_status status;
@@ -1316,6 +1402,8 @@ int main(int argc, char **argv) {
       TEST(test_fencing_tokens_and_fenced_writes),
       TEST(test_loss_event_pulled),
       TEST(test_loss_event_callback),
+      TEST(test_lock_lost_callback),
+      TEST(test_lock_free_waits_for_its_lost_callback),
       TEST(test_async_acquire_and_release),
       TEST(test_async_cancel_fires_once_and_leaves_nothing),
       TEST(test_blocking_calls_from_a_callback_work),
