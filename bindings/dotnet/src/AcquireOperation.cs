@@ -14,13 +14,11 @@ namespace FenceLock
         // pointer, so the delegate must never be collected.
         internal static readonly NativeMethods.AcquireCallback Callback = OnAcquired;
 
-        private readonly LossEventRouter router;
         private readonly bool heldIsNull;
 
-        internal AcquireOperation(LossEventRouter router, bool heldIsNull, CancellationToken cancellationToken)
+        internal AcquireOperation(bool heldIsNull, CancellationToken cancellationToken)
             : base(cancellationToken)
         {
-            this.router = router;
             this.heldIsNull = heldIsNull;
         }
 
@@ -55,7 +53,7 @@ namespace FenceLock
             FenceLockHandle handle;
             try
             {
-                handle = new FenceLockHandle(native, router);
+                handle = new FenceLockHandle(native);
             }
             catch
             {

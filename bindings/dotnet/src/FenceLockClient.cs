@@ -17,7 +17,6 @@ namespace FenceLock
     {
 
         private readonly ClientSafeHandle native;
-        private readonly LossEventRouter router;
         private int disposed;
 
         /// <summary>
@@ -36,15 +35,6 @@ namespace FenceLock
         {
             if (nodes == null) throw new ArgumentNullException(nameof(nodes));
             native = Connect(EncodeNodes(nodes), options);
-            try
-            {
-                router = LossEventRouter.Attach(native);
-            }
-            catch
-            {
-                native.Dispose();
-                throw;
-            }
         }
 
         /// <summary>Connects to a single node; see <see cref="FenceLockClient(IEnumerable{string}, FenceLockOptions)"/>.</summary>
@@ -140,7 +130,6 @@ namespace FenceLock
         public void Dispose()
         {
             if (Interlocked.Exchange(ref disposed, 1) != 0) return;
-            router.ClientClosed();
             native.Dispose();
         }
 
@@ -150,7 +139,7 @@ namespace FenceLock
             var name = EncodeResource(resource);
             var ttlMs = Durations.Ttl(ttl, nameof(ttl));
             ThrowIfDisposed();
-            return new AcquireOperation(router, heldIsNull, cancellationToken).Start(
+            return new AcquireOperation(heldIsNull, cancellationToken).Start(
                 (IntPtr userData, out IntPtr operation, ref IntPtr error) =>
                     NativeMethods.fencelock_acquire_async(native, name, ttlMs, waitMs, AcquireOperation.Callback,
                         userData, out operation, ref error));

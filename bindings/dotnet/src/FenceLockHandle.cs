@@ -21,25 +21,21 @@ namespace FenceLock
     public sealed class FenceLockHandle : IAsyncDisposable, IDisposable
     {
         private readonly LockSafeHandle native;
-        private readonly LossEventRouter router;
         private readonly CancellationTokenSource lost = new CancellationTokenSource();
         private int lossReason;
         private int released;
         private int disposed;
 
-        internal FenceLockHandle(LockSafeHandle native, LossEventRouter router)
+        internal FenceLockHandle(LockSafeHandle native)
         {
             this.native = native;
-            this.router = router;
             Resource = Utf8.Decode(NativeMethods.fencelock_lock_resource(native));
             Fence fence;
             NativeErrors.Check(NativeMethods.fencelock_lock_fence(native, out fence), IntPtr.Zero);
             Fence = fence;
             FencingToken = fence.Token;
-            router.Register(this);
-            // A loss reported before Register found no handle to cancel; the
-            // lock then already reads as not held.
-            if (!IsHeld) OnLost(LockLossReason.Other);
+            // A lock lost already is reported at once, with its reason.
+            LossCallback.Attach(native, this);
         }
 
         /// <summary>The locked resource. Still readable after dispose.</summary>
@@ -158,7 +154,6 @@ namespace FenceLock
         public void Dispose()
         {
             if (Interlocked.Exchange(ref disposed, 1) != 0) return;
-            router.Unregister(this);
             if (Volatile.Read(ref released) == 0) StartBackgroundRelease();
             native.Dispose();
         }
@@ -166,7 +161,7 @@ namespace FenceLock
         /// <inheritdoc />
         public override string ToString() => "FenceLockHandle(" + Resource + ", token " + FencingToken + ")";
 
-        /// <summary>Called by the router (on a fencelock thread): cancel LostToken on the thread pool.</summary>
+        /// <summary>Called by the lost callback (on fencelock's callback thread): cancel LostToken on the thread pool.</summary>
         internal void OnLost(LockLossReason reason)
         {
             if (Interlocked.CompareExchange(ref lossReason, (int)reason, 0) != 0) return;

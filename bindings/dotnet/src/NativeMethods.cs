@@ -25,17 +25,7 @@ namespace FenceLock
         internal delegate void DoneCallback(IntPtr userData, int status, IntPtr error);
 
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void EventCallback(IntPtr userData, IntPtr nativeEvent);
-
-        /// <summary>struct fencelock_event: int32 kind, int32 reason, uint64 token, char *resource.</summary>
-        [StructLayout(LayoutKind.Sequential)]
-        internal struct NativeEvent
-        {
-            internal int Kind;
-            internal int Reason;
-            internal ulong FencingToken;
-            internal IntPtr Resource;
-        }
+        internal delegate void LostCallback(IntPtr userData, int reason);
 
         /// <summary>struct fencelock_limits.</summary>
         [StructLayout(LayoutKind.Sequential)]
@@ -61,8 +51,8 @@ namespace FenceLock
         internal static extern void fencelock_client_free(IntPtr client);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int fencelock_client_set_event_callback(ClientSafeHandle client,
-            EventCallback callback, IntPtr userData);
+        internal static extern int fencelock_lock_on_lost(LockSafeHandle lockHandle, LostCallback callback,
+            IntPtr userData, ref IntPtr error);
 
         // ---- errors -------------------------------------------------------
 

@@ -41,11 +41,21 @@ namespace FenceLock
     /// </summary>
     internal sealed class LockSafeHandle : NativeSafeHandle
     {
+        private GCHandle lostCallbackTarget;
+
         internal LockSafeHandle(IntPtr pointer) : base(pointer) { }
+
+        /// <summary>Frees <paramref name="target"/> once the native lock is freed (its lost callback's user data).</summary>
+        internal void FreeAfterRelease(GCHandle target)
+        {
+            lostCallbackTarget = target;
+        }
 
         protected override bool ReleaseHandle()
         {
+            // Returns once no call of the lock's lost callback runs or can start.
             NativeMethods.fencelock_lock_free(handle);
+            if (lostCallbackTarget.IsAllocated) lostCallbackTarget.Free();
             return true;
         }
     }

@@ -343,6 +343,10 @@ namespace FenceLock.Tests
                 // The finalizer frees the lock: renewal stops and the key expires at its ttl.
                 var expired = await Check.Eventually(() =>
                 {
+                    // Mono scans the callback thread's stack conservatively, and the
+                    // handle was made there: run another acquire's callbacks, so a
+                    // stale copy of the pointer on that stack is overwritten.
+                    using (var other = client.TryAcquireAsync(Unique("forgotten-other"), Second).Result) { }
                     GC.Collect();
                     GC.WaitForPendingFinalizers();
                     return Exists(single, 0, resource) == "0";
