@@ -450,6 +450,15 @@ typedef struct fencelock_fence {
 } fencelock_fence;
 
 /**
+ * Called once when an operation without a result (a release, an extend)
+ * ends, on fencelock's callback thread. `error` is NULL on success, else the
+ * callback's to free. Same rules as [`fencelock_acquire_callback`].
+ */
+typedef void (*fencelock_done_callback)(void *user_data,
+                                        fencelock_status status,
+                                        struct fencelock_error *error);
+
+/**
  * The limits of this library, read at run time (the same values as the
  * `FENCELOCK_MAX_*` and `FENCELOCK_MIN_TTL_MS` macros of the header it was
  * built with).
@@ -515,15 +524,6 @@ typedef void (*fencelock_acquire_callback)(void *user_data,
                                            fencelock_status status,
                                            struct fencelock_lock *lock,
                                            struct fencelock_error *error);
-
-/**
- * Called once when an operation without a result (a release, an extend)
- * ends, on fencelock's callback thread. `error` is NULL on success, else the
- * callback's to free. Same rules as [`fencelock_acquire_callback`].
- */
-typedef void (*fencelock_done_callback)(void *user_data,
-                                        fencelock_status status,
-                                        struct fencelock_error *error);
 
 #ifdef __cplusplus
 extern "C" {
@@ -741,6 +741,27 @@ fencelock_status fencelock_fenced_set_fence(const struct fencelock_client *clien
                                             const char *key,
                                             const char *value,
                                             struct fencelock_fence fence,
+                                            struct fencelock_error **error);
+
+/**
+ * Writes like [`fencelock_fenced_set_fence`] without blocking: returns at
+ * once, and `callback` gets the outcome exactly once on fencelock's callback
+ * thread. Other arguments as [`crate::fencelock_lock_release_async`]
+ * (`operation_out` may be NULL; [`crate::fencelock_operation_cancel`] stops a
+ * write not yet sent). Arguments are checked before anything starts: on an
+ * error status the callback is never called. Never blocks. Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_fenced_set`]; `callback` is a function with this
+ * signature; `operation_out` is NULL or writable.
+ */
+fencelock_status fencelock_fenced_set_async(const struct fencelock_client *client,
+                                            const char *key,
+                                            const char *value,
+                                            struct fencelock_fence fence,
+                                            fencelock_done_callback callback,
+                                            void *user_data,
+                                            struct fencelock_operation **operation_out,
                                             struct fencelock_error **error);
 
 /**

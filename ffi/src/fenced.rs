@@ -1,13 +1,14 @@
 //! Fenced writes: storage that refuses a write carrying an older token, or
 //! an equal token from another grant.
 
-use std::ffi::{CString, c_char};
+use std::ffi::{CString, c_char, c_void};
 
 use crate::args;
-use crate::boundary::{Failure, boundary};
+use crate::boundary::{Failure, FfiResult, boundary};
 use crate::client::fencelock_client;
 use crate::error::{c_string, fencelock_error};
 use crate::limits::FENCELOCK_MAX_HOLDER_ID;
+use crate::operation::{UserData, fencelock_done_callback, fencelock_operation, start_done};
 use crate::status::fencelock_status;
 
 /// What a fenced write carries: a fencing token and the holder id of the
@@ -89,23 +90,78 @@ pub unsafe extern "C" fn fencelock_fenced_set_fence(
     // SAFETY: per the contract.
     unsafe {
         boundary(error, || {
-            let client = args::object(client, "client")?.inner.clone();
-            let key = args::text(key, "key")?.to_owned();
-            let value = args::text(value, "value")?.to_owned();
-            if fence.holder > FENCELOCK_MAX_HOLDER_ID {
-                return Err(Failure::invalid(format!(
-                    "holder {} is above FENCELOCK_MAX_HOLDER_ID ({FENCELOCK_MAX_HOLDER_ID})",
-                    fence.holder
-                )));
-            }
-            let fence = fencelock::Fence {
-                token: fence.token,
-                holder: fence.holder,
-            };
-            let write = async move { client.fenced_set(&key, &value, fence).await };
+            let write = fenced_write(client, key, value, fence)?;
             Ok(fencelock::block_on(write)??)
         })
     }
+}
+
+/// Writes like [`fencelock_fenced_set_fence`] without blocking: returns at
+/// once, and `callback` gets the outcome exactly once on fencelock's callback
+/// thread. Other arguments as [`crate::fencelock_lock_release_async`]
+/// (`operation_out` may be NULL; [`crate::fencelock_operation_cancel`] stops a
+/// write not yet sent). Arguments are checked before anything starts: on an
+/// error status the callback is never called. Never blocks. Thread-safe.
+///
+/// # Safety
+/// As [`fencelock_fenced_set`]; `callback` is a function with this
+/// signature; `operation_out` is NULL or writable.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn fencelock_fenced_set_async(
+    client: *const fencelock_client,
+    key: *const c_char,
+    value: *const c_char,
+    fence: fencelock_fence,
+    callback: fencelock_done_callback,
+    user_data: *mut c_void,
+    operation_out: *mut *mut fencelock_operation,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
+            let write = fenced_write(client, key, value, fence)?;
+            start_done(
+                async move { Ok(write.await?) },
+                callback,
+                UserData(user_data),
+                operation_out,
+            )
+        })
+    }
+}
+
+/// The checked arguments of a fenced write, as the write to run.
+///
+/// # Safety
+/// `client` is NULL or live; `key` and `value` are NULL or NUL-terminated.
+unsafe fn fenced_write(
+    client: *const fencelock_client,
+    key: *const c_char,
+    value: *const c_char,
+    fence: fencelock_fence,
+) -> FfiResult<impl Future<Output = fencelock::Result<()>> + Send + 'static> {
+    // SAFETY: per the contract.
+    let (client, key, value) = unsafe {
+        (
+            args::object(client, "client")?.inner.clone(),
+            args::text(key, "key")?.to_owned(),
+            args::text(value, "value")?.to_owned(),
+        )
+    };
+    if fence.holder > FENCELOCK_MAX_HOLDER_ID {
+        return Err(Failure::invalid(format!(
+            "holder {} is above FENCELOCK_MAX_HOLDER_ID ({FENCELOCK_MAX_HOLDER_ID})",
+            fence.holder
+        )));
+    }
+    let fence = fencelock::Fence {
+        token: fence.token,
+        holder: fence.holder,
+    };
+    Ok(async move { client.fenced_set(&key, &value, fence).await })
 }
 
 /// Reads a value written by [`fencelock_fenced_set`] and the token that wrote it.

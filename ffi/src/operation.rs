@@ -270,7 +270,7 @@ pub unsafe extern "C" fn fencelock_lock_extend_async(
 ///
 /// # Safety
 /// `operation_out` is NULL or writable.
-unsafe fn start_done(
+pub(crate) unsafe fn start_done(
     work: impl Future<Output = FfiResult> + Send + 'static,
     callback: unsafe extern "C" fn(*mut c_void, fencelock_status, *mut fencelock_error),
     user_data: UserData,

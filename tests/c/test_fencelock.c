@@ -555,6 +555,47 @@ static void test_async_acquire_and_release(void) {
   fencelock_client_free(client);
 }
 
+static void test_async_fenced_set(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  static async_record record;
+  memset(&record, 0, sizeof record);
+  const char *resource = unique("async-fenced");
+  fencelock_lock *lock = take(client, resource, 5000);
+  CHECK(lock != NULL);
+  fencelock_fence fence;
+  CHECK_STATUS(fencelock_lock_fence(lock, &fence), FENCELOCK_STATUS_OK);
+  static char key[160];
+  snprintf(key, sizeof key, "%s:data", resource);
+  fencelock_operation *operation = NULL;
+  CHECK_STATUS(fencelock_fenced_set_async(client, key, "v1", fence, on_done, &record, &operation, NULL),
+               FENCELOCK_STATUS_OK);
+  CHECK(wait_for(&record.calls, 1, 10000) && record.status == FENCELOCK_STATUS_OK);
+  fencelock_operation_free(operation);
+  char *value = NULL;
+  uint64_t token = 0;
+  CHECK_STATUS(fencelock_fenced_get(client, key, &value, &token, NULL), FENCELOCK_STATUS_OK);
+  CHECK(value != NULL && strcmp(value, "v1") == 0 && token == fence.token);
+  fencelock_string_free(value);
+  /* An older token is refused through the callback. */
+  memset(&record, 0, sizeof record);
+  fencelock_fence older = {fence.token - 1, 0};
+  CHECK_STATUS(fencelock_fenced_set_async(client, key, "v0", older, on_done, &record, NULL, NULL), FENCELOCK_STATUS_OK);
+  CHECK(wait_for(&record.calls, 1, 10000) && record.status == FENCELOCK_STATUS_STALE_TOKEN);
+  /* Bad arguments fail at once, and the callback is never called. */
+  fencelock_fence too_big = {fence.token, (uint64_t)FENCELOCK_MAX_HOLDER_ID + 1};
+  CHECK_STATUS(fencelock_fenced_set_async(client, key, "v", too_big, on_done, &record, NULL, NULL),
+               FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_fenced_set_async(client, key, "v", fence, NULL, NULL, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_fenced_set_async(client, NULL, "v", fence, on_done, &record, NULL, NULL),
+               FENCELOCK_STATUS_NULL_ARGUMENT);
+  sleep_ms(50);
+  CHECK(atomic_load(&record.calls) == 1);
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
 static void test_async_cancel_fires_once_and_leaves_nothing(void) {
   fencelock_client *client = connect_to(&single);
   CHECK(client != NULL);
@@ -1403,6 +1444,7 @@ int main(int argc, char **argv) {
       TEST(test_loss_event_pulled),
       TEST(test_loss_event_callback),
       TEST(test_lock_lost_callback),
+      TEST(test_async_fenced_set),
       TEST(test_lock_free_waits_for_its_lost_callback),
       TEST(test_async_acquire_and_release),
       TEST(test_async_cancel_fires_once_and_leaves_nothing),

@@ -88,10 +88,10 @@ namespace FenceLock
         /// every stored token is older. A paused former holder therefore cannot
         /// overwrite newer data.
         /// </summary>
-        /// <remarks>The ABI has no asynchronous fenced write yet, so this runs the
-        /// blocking call (one round trip) on a thread-pool thread; the
-        /// token is checked only before it starts. The task faults with
-        /// <see cref="StaleTokenException"/> when a newer holder already wrote.</remarks>
+        /// <remarks>Runs <c>fencelock_fenced_set_async</c>: no thread waits for the
+        /// round trip, and <paramref name="cancellationToken"/> stops a write
+        /// not yet sent. The task faults with <see cref="StaleTokenException"/>
+        /// when a newer holder already wrote.</remarks>
         /// <exception cref="ArgumentNullException"><paramref name="key"/> or <paramref name="value"/> is null.</exception>
         /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
         public Task FencedSetAsync(string key, string value, Fence fence,
@@ -100,18 +100,15 @@ namespace FenceLock
             var keyBytes = Utf8.EncodeRequired(key, nameof(key));
             var valueBytes = Utf8.EncodeRequired(value, nameof(value));
             ThrowIfDisposed();
-            return Task.Run(() =>
-            {
-                var error = IntPtr.Zero;
-                var status = NativeMethods.fencelock_fenced_set_fence(native, keyBytes, valueBytes, fence, ref error);
-                NativeErrors.Check(status, error);
-            }, cancellationToken);
+            return new DoneOperation(cancellationToken).Start((IntPtr userData, out IntPtr operation, ref IntPtr error) =>
+                NativeMethods.fencelock_fenced_set_async(native, keyBytes, valueBytes, fence, DoneOperation.Callback,
+                    userData, out operation, ref error));
         }
 
         /// <summary>
         /// Reads a value written by <see cref="FencedSetAsync"/> and the token
         /// that wrote it (null value and token 0 when the key does not exist).
-        /// Runs the blocking call on a thread-pool thread, as <see cref="FencedSetAsync"/>.
+        /// Runs the blocking call on a thread-pool thread (the ABI has no asynchronous read).
         /// </summary>
         /// <exception cref="ArgumentNullException"><paramref name="key"/> is null.</exception>
         /// <exception cref="ObjectDisposedException">The client was disposed.</exception>

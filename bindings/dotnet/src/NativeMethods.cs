@@ -117,8 +117,8 @@ namespace FenceLock
         // ---- fenced writes (blocking: the ABI has no _async variant) -------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int fencelock_fenced_set_fence(ClientSafeHandle client, byte[] key, byte[] value,
-            Fence fence, ref IntPtr error);
+        internal static extern int fencelock_fenced_set_async(ClientSafeHandle client, byte[] key, byte[] value,
+            Fence fence, DoneCallback callback, IntPtr userData, out IntPtr operation, ref IntPtr error);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int fencelock_fenced_get(ClientSafeHandle client, byte[] key,
