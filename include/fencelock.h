@@ -957,7 +957,8 @@ void fencelock_lock_free(struct fencelock_lock *lock);
  * Calls `callback(user_data, reason)` once when `lock` is lost, on
  * fencelock's callback thread; at once (there) if it is lost already. Never
  * called after the lock was released. A second call replaces the callback;
- * NULL clears it. Losses also reach the client's event callback and queue.
+ * NULL clears it. A loss reported here does not also go to the client's
+ * event callback or queue (one lost before its callback was set does).
  *
  * `user_data` is passed back untouched and must be usable from another
  * thread. When this returns, or when `fencelock_lock_free` returns, no call

@@ -15,6 +15,7 @@ use crate::boundary::{Failure, FfiResult, boundary_status};
 use crate::client::fencelock_client;
 use crate::dispatch::{Call, Dispatcher, wait_for_replaced_calls};
 use crate::error::c_string;
+use crate::lost::LostCallback;
 use crate::names;
 use crate::operation::UserData;
 use crate::status::fencelock_status;
@@ -249,20 +250,23 @@ impl EventHub {
     }
 }
 
-/// Watches `lock` on the runtime and publishes its loss to `hub`. The
-/// returned handle stops the watch (the lock's C handle aborts it when freed).
-pub(crate) fn watch(lock: &Lock, hub: Arc<EventHub>) -> FfiResult<AbortHandle> {
+/// Watches `lock` on the runtime and hands its loss to the lock's own
+/// callback (`own`), or publishes it to `hub` when none is set. The returned
+/// handle stops the watch (the lock's C handle aborts it when freed).
+pub(crate) fn watch(lock: &Lock, hub: Arc<EventHub>, own: Arc<LostCallback>) -> FfiResult<AbortHandle> {
     let lost = lock.lost_task();
     let resource = c_string(lock.resource().to_owned());
     let fencing_token = lock.fencing_token();
     let runtime = fencelock::runtime_handle()?;
     let task = runtime.spawn(async move {
         let reason = lost.await.into();
-        hub.publish(LostEvent {
-            resource,
-            fencing_token,
-            reason,
-        });
+        if !own.take_loss(reason) {
+            hub.publish(LostEvent {
+                resource,
+                fencing_token,
+                reason,
+            });
+        }
     });
     Ok(task.abort_handle())
 }

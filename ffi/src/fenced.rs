@@ -8,7 +8,7 @@ use crate::boundary::{Failure, FfiResult, boundary};
 use crate::client::fencelock_client;
 use crate::error::{c_string, fencelock_error};
 use crate::limits::FENCELOCK_MAX_HOLDER_ID;
-use crate::operation::{UserData, fencelock_done_callback, fencelock_operation, start_done};
+use crate::operation::{fencelock_done_callback, fencelock_operation, start_done};
 use crate::status::fencelock_status;
 
 /// What a fenced write carries: a fencing token and the holder id of the
@@ -121,14 +121,8 @@ pub unsafe extern "C" fn fencelock_fenced_set_async(
     // SAFETY: per the contract.
     unsafe {
         boundary(error, || {
-            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
             let write = fenced_write(client, key, value, fence)?;
-            start_done(
-                async move { Ok(write.await?) },
-                callback,
-                UserData(user_data),
-                operation_out,
-            )
+            start_done(write, callback, user_data, operation_out)
         })
     }
 }

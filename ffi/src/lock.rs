@@ -31,12 +31,14 @@ pub struct fencelock_lock {
 }
 
 impl fencelock_lock {
-    /// Wraps a core lock and starts publishing its loss to `events`.
+    /// Wraps a core lock and starts reporting its loss: to its own callback
+    /// once one is set, to the client's `events` otherwise.
     pub(crate) fn new(inner: Lock, events: &Arc<EventHub>) -> FfiResult<Self> {
+        let on_lost = Arc::<LostCallback>::default();
         Ok(fencelock_lock {
-            watcher: watch(&inner, events.clone())?,
+            watcher: watch(&inner, events.clone(), on_lost.clone())?,
             resource: c_string(inner.resource().to_owned()),
-            on_lost: Arc::default(),
+            on_lost,
             inner,
         })
     }
@@ -44,7 +46,7 @@ impl fencelock_lock {
 
 impl Drop for fencelock_lock {
     fn drop(&mut self) {
-        // Dropping `inner` stops renewal; the watchers would otherwise wait forever.
+        // Dropping `inner` stops renewal; the watcher would otherwise wait forever.
         self.watcher.abort();
         self.on_lost.clear();
     }

@@ -9,11 +9,8 @@
 use std::ffi::c_void;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use fencelock::Lock;
-use tokio::task::AbortHandle;
-
 use crate::args;
-use crate::boundary::{FfiResult, boundary};
+use crate::boundary::boundary;
 use crate::dispatch::{Call, Dispatcher, wait_for_replaced_calls};
 use crate::error::fencelock_error;
 use crate::events::fencelock_loss_reason;
@@ -29,6 +26,11 @@ pub type fencelock_lost_callback =
     Option<unsafe extern "C" fn(user_data: *mut c_void, reason: fencelock_loss_reason)>;
 
 /// One lock's lost callback, and what waiting for its calls needs.
+///
+/// The lock's watcher (`events::watch`) hands the loss here first: with a
+/// callback set it goes to that callback only, and otherwise to the client's
+/// events. So a binding that uses only per-lock callbacks never fills the
+/// client's queue, which nobody polls.
 #[derive(Default)]
 pub(crate) struct LostCallback {
     state: Mutex<Slot>,
@@ -38,13 +40,30 @@ pub(crate) struct LostCallback {
 
 #[derive(Default)]
 struct Slot {
-    callback: Option<(unsafe extern "C" fn(*mut c_void, fencelock_loss_reason), UserData)>,
+    subscriber: Option<Subscriber>,
     /// Counts settings; a call of the callback set at generation `g` is a
     /// call of a replaced callback once the generation is above `g`.
     generation: u64,
     calling: Option<Call>,
-    /// The task waiting for the loss on the runtime.
-    watcher: Option<AbortHandle>,
+    /// Why the lock was lost, once it was.
+    lost: Option<fencelock_loss_reason>,
+}
+
+/// A callback, its user data, and the thread that calls it.
+#[derive(Clone)]
+struct Subscriber {
+    function: unsafe extern "C" fn(*mut c_void, fencelock_loss_reason),
+    user_data: UserData,
+    callbacks: Arc<Dispatcher>,
+}
+
+impl Slot {
+    /// Puts `subscriber` in place of the callback; returns its generation.
+    fn replace(&mut self, subscriber: Option<Subscriber>) -> u64 {
+        self.generation += 1;
+        self.subscriber = subscriber;
+        self.generation
+    }
 }
 
 impl LostCallback {
@@ -53,65 +72,58 @@ impl LostCallback {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Sets (or, with `None`, clears) the callback of `lock`; returns once no
-    /// call of the one it replaced runs, unless called from a callback.
-    fn set(
-        self: &Arc<Self>,
-        lock: &Lock,
-        callback: Option<(unsafe extern "C" fn(*mut c_void, fencelock_loss_reason), UserData)>,
-    ) -> FfiResult<()> {
-        let watcher = match callback {
-            Some(_) => Some((Dispatcher::get()?, fencelock::runtime_handle()?)),
-            None => None,
-        };
+    /// Sets (or, with `None`, clears) the callback; a lock lost already is
+    /// reported to the new one at once. Returns once no call of the one it
+    /// replaced runs, unless called from a callback.
+    fn set(self: &Arc<Self>, subscriber: Option<Subscriber>) {
         let mut state = self.state();
-        state.generation += 1;
-        let generation = state.generation;
-        state.callback = callback;
-        if let Some(old) = state.watcher.take() {
-            old.abort();
-        }
-        if let Some((dispatcher, runtime)) = watcher {
-            let (lost, slot) = (lock.lost_task(), self.clone());
-            let task = runtime.spawn(async move {
-                let reason = fencelock_loss_reason::from(lost.await);
-                dispatcher.submit(move || slot.call(generation, reason));
-            });
-            state.watcher = Some(task.abort_handle());
+        let generation = state.replace(subscriber);
+        if let Some(reason) = state.lost {
+            self.queue_call(&state, reason);
         }
         wait_for_replaced_calls(state, &self.idle, generation, |state| state.calling);
-        Ok(())
     }
 
     /// Clears the callback as the lock goes away.
-    pub(crate) fn clear(&self) {
+    pub(crate) fn clear(self: &Arc<Self>) {
+        self.set(None);
+    }
+
+    /// On the runtime, when the lock is lost: queues the call of the
+    /// callback and returns true, or returns false when none is set (the
+    /// loss then goes to the client's events).
+    pub(crate) fn take_loss(self: &Arc<Self>, reason: fencelock_loss_reason) -> bool {
         let mut state = self.state();
-        state.generation += 1;
-        let generation = state.generation;
-        state.callback = None;
-        if let Some(watcher) = state.watcher.take() {
-            watcher.abort();
-        }
-        wait_for_replaced_calls(state, &self.idle, generation, |state| state.calling);
+        state.lost = Some(reason);
+        self.queue_call(&state, reason)
+    }
+
+    /// Queues the call of the current callback, if any, on the callback thread.
+    fn queue_call(self: &Arc<Self>, state: &Slot, reason: fencelock_loss_reason) -> bool {
+        let Some(subscriber) = &state.subscriber else {
+            return false;
+        };
+        let (slot, generation) = (self.clone(), state.generation);
+        subscriber.callbacks.submit(move || slot.call(generation, reason));
+        true
     }
 
     /// On the callback thread: calls the callback set at `generation`, once,
     /// unless it was replaced or cleared meanwhile.
     fn call(&self, generation: u64, reason: fencelock_loss_reason) {
-        let callback = {
+        let subscriber = {
             let mut state = self.state();
             if state.generation != generation {
                 return;
             }
-            let Some(callback) = state.callback.take() else {
+            let Some(subscriber) = state.subscriber.take() else {
                 return;
             };
             state.calling = Some(Call::of(generation));
-            callback
+            subscriber
         };
-        let (function, user_data) = callback;
         // SAFETY: a callback the caller registered, with its own user data.
-        unsafe { function(user_data.get(), reason) };
+        unsafe { (subscriber.function)(subscriber.user_data.get(), reason) };
         self.state().calling = None;
         self.idle.notify_all();
     }
@@ -120,7 +132,8 @@ impl LostCallback {
 /// Calls `callback(user_data, reason)` once when `lock` is lost, on
 /// fencelock's callback thread; at once (there) if it is lost already. Never
 /// called after the lock was released. A second call replaces the callback;
-/// NULL clears it. Losses also reach the client's event callback and queue.
+/// NULL clears it. A loss reported here does not also go to the client's
+/// event callback or queue (one lost before its callback was set does).
 ///
 /// `user_data` is passed back untouched and must be usable from another
 /// thread. When this returns, or when `fencelock_lock_free` returns, no call
@@ -147,8 +160,16 @@ pub unsafe extern "C" fn fencelock_lock_on_lost(
     unsafe {
         boundary(error, || {
             let lock = args::object(lock, "lock")?;
-            let callback = callback.map(|function| (function, UserData(user_data)));
-            lock.on_lost.set(&lock.inner, callback)
+            let subscriber = match callback {
+                Some(function) => Some(Subscriber {
+                    function,
+                    user_data: UserData(user_data),
+                    callbacks: Dispatcher::get()?,
+                }),
+                None => None,
+            };
+            lock.on_lost.set(subscriber);
+            Ok(())
         })
     }
 }

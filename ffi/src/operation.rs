@@ -220,14 +220,7 @@ pub unsafe extern "C" fn fencelock_lock_release_async(
     unsafe {
         boundary(error, || {
             let lock = args::object(lock, "lock")?;
-            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
-            let release = lock.inner.release_task();
-            start_done(
-                async move { Ok(release.await?) },
-                callback,
-                UserData(user_data),
-                operation_out,
-            )
+            start_done(lock.inner.release_task(), callback, user_data, operation_out)
         })
     }
 }
@@ -253,29 +246,27 @@ pub unsafe extern "C" fn fencelock_lock_extend_async(
     unsafe {
         boundary(error, || {
             let lock = args::object(lock, "lock")?;
-            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
             lock.inner.check_extend(args::millis(ttl_ms))?;
             let extend = lock.inner.extend_task(args::millis(ttl_ms));
-            start_done(
-                async move { Ok(extend.await?) },
-                callback,
-                UserData(user_data),
-                operation_out,
-            )
+            start_done(extend, callback, user_data, operation_out)
         })
     }
 }
 
-/// [`start`] for operations that report only a status.
+/// [`start`] for operations that report only a status: `callback` (NULL is
+/// refused) gets the outcome of `work`.
 ///
 /// # Safety
-/// `operation_out` is NULL or writable.
+/// `callback` is NULL or a function of that type; `operation_out` is NULL or writable.
 pub(crate) unsafe fn start_done(
-    work: impl Future<Output = FfiResult> + Send + 'static,
-    callback: unsafe extern "C" fn(*mut c_void, fencelock_status, *mut fencelock_error),
-    user_data: UserData,
+    work: impl Future<Output = fencelock::Result<()>> + Send + 'static,
+    callback: fencelock_done_callback,
+    user_data: *mut c_void,
     operation_out: *mut *mut fencelock_operation,
 ) -> FfiResult {
+    let callback = callback.ok_or_else(|| Failure::null("callback"))?;
+    let user_data = UserData(user_data);
+    let work = async move { Ok(work.await?) };
     let finish = move |result: FfiResult| {
         let (status, error) = into_status(result);
         // SAFETY: the caller's callback, called once with what it documents.
