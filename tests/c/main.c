@@ -1,0 +1,104 @@
+/*
+ * C tests of libfencelock against real redis-server nodes (started by the
+ * shared harness). Prints one line per test and "N passed, N failed";
+ * FENCELOCK_C_TEST=TEXT runs only the tests whose name contains TEXT.
+ *
+ *   test_fencelock              run every test
+ *   test_fencelock hold URL RESOURCE MS
+ *                               helper process: take the lock, print its
+ *                               token, hold it MS milliseconds, release
+ *   test_fencelock race-operation-out URL
+ *                               helper process: start operations whose
+ *                               callback frees the struct holding their handle
+ *
+ * This file starts the nodes and runs the test table; the tests are in
+ *   test_client.c     version, status names, options, TLS option, bad arguments
+ *   test_lock.c       acquire/extend/release, contention, fencing, quorum, example
+ *   test_loss.c       loss events (pulled, callback) and a lock's lost callback
+ *   test_async.c      *_async calls, cancelling, *operation_out
+ *   test_callbacks.c  blocking and slow callbacks, stopping callbacks, fork
+ *   test_vectors.c    the shared protocol vectors and tables
+ * and what they share in support.h / support.c; harness.h runs the nodes.
+ */
+#define _GNU_SOURCE
+#include "support.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+redis_nodes single;
+redis_nodes trio;
+const char *self_path;
+int test_failed;
+
+typedef struct test_case {
+  const char *name;
+  void (*run)(void);
+} test_case;
+
+#define TEST(fn) {#fn, fn}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "hold") == 0) return hold(argv[2], argv[3], atol(argv[4]));
+  if (argc == 3 && strcmp(argv[1], "race-operation-out") == 0) return race_operation_out(argv[2]);
+  self_path = realpath(argv[0], NULL);
+  const test_case tests[] = {
+      TEST(test_version_matches_header),
+      TEST(test_status_names),
+      TEST(test_client_lifecycle_with_options),
+      TEST(test_acquire_extend_release),
+      TEST(test_contention_in_one_process),
+      TEST(test_contention_across_processes),
+      TEST(test_fencing_tokens_and_fenced_writes),
+      TEST(test_loss_event_pulled),
+      TEST(test_loss_event_callback),
+      TEST(test_lock_lost_callback),
+      TEST(test_async_fenced_set),
+      TEST(test_lock_free_waits_for_its_lost_callback),
+      TEST(test_async_acquire_and_release),
+      TEST(test_async_cancel_fires_once_and_leaves_nothing),
+      TEST(test_blocking_calls_from_a_callback_work),
+      TEST(test_free_while_renewing_lets_key_expire),
+      TEST(test_release_after_client_free),
+      TEST(test_no_event_callback_after_client_free),
+      TEST(test_slow_event_callback_does_not_stall_renewals),
+      TEST(test_slow_completion_callback_does_not_stall_renewals),
+      TEST(test_clearing_the_event_callback_waits_for_a_call_in_progress),
+      TEST(test_client_free_waits_for_a_call_in_progress),
+      TEST(test_a_callback_may_stop_itself_and_free_its_client),
+      TEST(test_client_free_in_a_forked_child_does_not_wait_for_the_parents_call),
+      TEST(test_callback_may_free_the_request_holding_its_operation),
+      TEST(test_bad_client_arguments),
+      TEST(test_tls_min_version_option),
+      TEST(test_bad_lock_arguments),
+      TEST(test_inventory_example),
+      TEST(test_protocol_vectors),
+      TEST(test_redlock_quorum),
+  };
+  if (redis_nodes_start(&single, 1) != 0 || redis_nodes_start(&trio, 3) != 0) {
+    fprintf(stderr, "could not start redis nodes through the harness\n");
+    return 2;
+  }
+  const char *only = getenv("FENCELOCK_C_TEST");
+  int passed = 0, failed = 0;
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+    if (only != NULL && strstr(tests[i].name, only) == NULL) continue;
+    test_failed = 0;
+    tests[i].run();
+    printf("%s %s\n", test_failed ? "FAIL" : "ok  ", tests[i].name);
+    fflush(stdout);
+    if (test_failed) failed++;
+    else passed++;
+  }
+  /* Background clean-up (releases on their way, a node reconnecting) would
+     otherwise die with the process. */
+  if (fencelock_settle(10000) != FENCELOCK_STATUS_OK) {
+    fprintf(stderr, "FAIL fencelock_settle: background clean-up still running after 10 s\n");
+    failed++;
+  }
+  redis_nodes_stop(&single);
+  redis_nodes_stop(&trio);
+  free((void *)self_path);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,139 @@
+/*
+ * What the C test files share: the nodes every test runs against (started in
+ * main.c), the CHECK macros, small helpers (sleep_ms, unique, connect_to,
+ * redis, wait_for, take), the completion callbacks several files use, and the
+ * tests and helper processes each file gives main.c to run.
+ */
+#ifndef FENCELOCK_TEST_SUPPORT_H
+#define FENCELOCK_TEST_SUPPORT_H
+
+#include <fencelock.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "harness.h"
+
+/* ---- defined in main.c -------------------------------------------------- */
+
+extern redis_nodes single;    /* one node */
+extern redis_nodes trio;      /* three nodes: a Redlock quorum */
+extern const char *self_path; /* this program, run again as a helper process */
+extern int test_failed;       /* set by CHECK and CHECK_STATUS */
+
+/* Each fails the running test and returns from the function it is used in. */
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      test_failed = 1;                                                         \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+#define CHECK_STATUS(expr, expected)                                           \
+  do {                                                                         \
+    fencelock_status got_ = (expr);                                            \
+    if (got_ != (expected)) {                                                  \
+      fprintf(stderr, "    %s:%d: %s returned %s, expected %s\n", __FILE__,    \
+              __LINE__, #expr, fencelock_status_name(got_),                    \
+              fencelock_status_name(expected));                                \
+      test_failed = 1;                                                         \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+/*
+ * None of these tests is about node timeouts, and they also run under
+ * valgrind on a busy machine: a generous per-node timeout keeps a slow
+ * answer from turning "held by another" into "timed out" or "unavailable".
+ */
+#define GENEROUS_NODE_TIMEOUT_MS 5000
+
+/* ---- helpers (support.c) ------------------------------------------------ */
+
+void sleep_ms(long ms);
+/* A resource name no other test (or earlier run) uses. */
+const char *unique(const char *name);
+/* A client with the generous node timeout; `auto_renew` false lets every lock expire at its ttl. */
+fencelock_client *connect_with_renewal(redis_nodes *nodes, bool auto_renew);
+fencelock_client *connect_to(redis_nodes *nodes);
+/* Runs a Redis command on node `index` through the harness; returns the reply. */
+const char *redis(redis_nodes *nodes, int index, const char *command);
+/* Waits up to `ms` for `*counter` to reach `target`. */
+int wait_for(atomic_int *counter, int target, long ms);
+/* The lock on `resource`, or NULL (the caller's CHECK fails the test). */
+fencelock_lock *take(fencelock_client *client, const char *resource, uint64_t ttl_ms);
+
+/* ---- completion callbacks of *_async calls (support.c) ------------------ */
+
+/* What on_acquired and on_done saw; with `client` set, on_acquired also makes blocking calls on it. */
+typedef struct async_record {
+  atomic_int calls;
+  fencelock_status status;
+  fencelock_lock *lock;
+  fencelock_status nested_blocking; /* what a blocking call made from the callback returned */
+  fencelock_status nested_release;
+  fencelock_status nested_next_event;
+  fencelock_client *client;
+  char resource[128];
+} async_record;
+
+void on_acquired(void *user_data, fencelock_status status, fencelock_lock *lock, fencelock_error *error);
+void on_done(void *user_data, fencelock_status status, fencelock_error *error);
+
+/* ---- tests, by file (main.c runs them) ---------------------------------- */
+
+/* test_client.c */
+void test_version_matches_header(void);
+void test_status_names(void);
+void test_client_lifecycle_with_options(void);
+void test_bad_client_arguments(void);
+void test_tls_min_version_option(void);
+void test_bad_lock_arguments(void);
+
+/* test_lock.c */
+void test_acquire_extend_release(void);
+void test_contention_in_one_process(void);
+void test_contention_across_processes(void);
+void test_fencing_tokens_and_fenced_writes(void);
+void test_free_while_renewing_lets_key_expire(void);
+void test_release_after_client_free(void);
+void test_redlock_quorum(void);
+void test_inventory_example(void);
+
+/* test_loss.c */
+void test_loss_event_pulled(void);
+void test_loss_event_callback(void);
+void test_no_event_callback_after_client_free(void);
+void test_lock_lost_callback(void);
+void test_lock_free_waits_for_its_lost_callback(void);
+
+/* test_async.c */
+void test_async_acquire_and_release(void);
+void test_async_fenced_set(void);
+void test_async_cancel_fires_once_and_leaves_nothing(void);
+void test_callback_may_free_the_request_holding_its_operation(void);
+
+/* test_callbacks.c */
+void test_blocking_calls_from_a_callback_work(void);
+void test_slow_event_callback_does_not_stall_renewals(void);
+void test_slow_completion_callback_does_not_stall_renewals(void);
+void test_clearing_the_event_callback_waits_for_a_call_in_progress(void);
+void test_client_free_waits_for_a_call_in_progress(void);
+void test_a_callback_may_stop_itself_and_free_its_client(void);
+void test_client_free_in_a_forked_child_does_not_wait_for_the_parents_call(void);
+
+/* test_vectors.c */
+void test_protocol_vectors(void);
+
+/* ---- helper processes: this program run again with arguments (main.c) --- */
+
+/* test_lock.c: `hold URL RESOURCE MS`, for test_contention_across_processes. */
+int hold(const char *url, const char *resource, long ms);
+/* test_async.c: `race-operation-out URL`, for test_callback_may_free_the_request_holding_its_operation. */
+int race_operation_out(const char *url);
+
+#endif
