@@ -1,0 +1,93 @@
+//! Lock-cycle benchmark: fencelock against the bare Redis protocol, on real
+//! `redis-server` processes started by `fencelock-harness`.
+//!
+//! What it measures, in one run:
+//!
+//! 1. Acquire+release cycle latency (p50/p99) and throughput with 32
+//!    concurrent tasks on distinct keys, on 1 and 5 nodes, each beside a
+//!    FLOOR measured against the same nodes: the bare protocol through the
+//!    `redis` crate (one multiplexed connection per node; `SET key val NX PX
+//!    ttl`, then an `EVALSHA` compare-and-delete; on 5 nodes both steps go to
+//!    every node in parallel and wait for all). Beside it a second bare
+//!    client, the FENCED FLOOR, acquires with fencelock's acquire script
+//!    instead (`SET NX PX` and the fencing `INCR` in one `EVALSHA`, as the
+//!    protocol requires): the gap between the two floors is what issuing a
+//!    fencing token atomically with the grant costs Redis, which no client
+//!    can avoid; the gap between the fenced floor and fencelock is what our
+//!    client adds. The three alternate in rounds so that background load
+//!    hits all alike. Beside each row, the CPU time this process and the
+//!    redis-servers spent per cycle: on a small machine where client and
+//!    nodes share the cores, that is what bounds throughput.
+//! 2. Scaling: single-task sequential cycle p50 at 1, 3, 5 and 7 nodes.
+//! 3. The watchdog at scale: one client holding 10,000 auto-renewed locks on
+//!    one node; process RSS and the renewal traffic seen by Redis
+//!    (`INFO stats`, `commandstats`, `errorstats`, `clients`). It runs first,
+//!    while the heap is fresh, but is printed last.
+//!
+//! The targets are printed beside the results as PASS/MISS; a miss never
+//! fails the run (this is a report, not a test). Other load on the machine
+//! shows in the results: the load average is printed at the start and end.
+//!
+//! Run it with `cargo bench -p fencelock --bench cycle` (about a minute after the build).
+//!
+//! Where things are:
+//!
+//! - `measure.rs`: running a cycle from many tasks and timing it, fencelock
+//!   beside the floors (`compare`); the knobs of the cycle measurements.
+//! - `floor.rs`: the floors, the bare protocol through the `redis` crate.
+//! - `throughput.rs`, `scaling.rs`: the printing of sections 1 and 2.
+//! - `watchdog.rs`: section 3, its measurement and its printing.
+//! - `server_stats.rs`: the nodes' `INFO` counters.
+//! - `proc.rs`: this process's and the nodes' RSS, CPU time, and the load average, from /proc.
+//! - `target.rs`: the PASS/MISS targets; `util.rs`: unit conversions and ratios.
+
+mod floor;
+mod measure;
+mod proc;
+mod scaling;
+mod server_stats;
+mod target;
+mod throughput;
+mod util;
+mod watchdog;
+
+use fencelock_harness::{NodeOptions, RedisNode};
+
+use measure::{TASKS, compare};
+use proc::{cores, load_average};
+use scaling::print_scaling;
+use throughput::print_throughput;
+use watchdog::{print_watchdog, watchdog_at_scale};
+
+/// Node counts of the scaling section.
+const SCALING_NODES: [usize; 4] = [1, 3, 5, 7];
+
+#[tokio::main]
+async fn main() {
+    print_header();
+    let nodes = RedisNode::start_many(*SCALING_NODES.iter().max().unwrap_or(&1), &NodeOptions::default());
+    // First, while the heap is fresh, so its RSS figures are not blurred by earlier runs.
+    let watchdog = watchdog_at_scale(&nodes[0]).await;
+    let throughput = [
+        compare(&nodes[..1], TASKS).await,
+        compare(&nodes[..5], TASKS).await,
+    ];
+    let mut scaling = Vec::new();
+    for n in SCALING_NODES {
+        scaling.push(compare(&nodes[..n], 1).await);
+    }
+    print_throughput(&throughput);
+    print_scaling(&scaling);
+    print_watchdog(&watchdog);
+    println!("\nload average at the end: {}", load_average());
+}
+
+fn print_header() {
+    println!("fencelock cycle benchmark");
+    println!(
+        "cores: {}, load average at the start: {}",
+        cores(),
+        load_average()
+    );
+    println!("(numbers are from loopback redis-server processes sharing the machine with the client)");
+}
