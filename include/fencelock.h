@@ -128,7 +128,8 @@
  * The result of every fallible function. Values are stable and grouped:
  * `0` is success; `1..=99` are the core's error kinds (the same numbers
  * every front uses, listed in `tests/vectors/protocol.json`); `100..=199`
- * are mistakes in the call itself; `200` and above are fencelock's own
+ * concern the call itself: mistakes in its arguments, and its cancellation
+ * (`102`, the core's kind `cancelled`); `200` and above are fencelock's own
  * failures (`200` is the core's kind `internal`).
  */
 enum fencelock_status
@@ -198,7 +199,8 @@ enum fencelock_status
    */
   FENCELOCK_STATUS_INVALID_UTF8 = 101,
   /**
-   * The operation was cancelled with `fencelock_operation_cancel`.
+   * The operation was cancelled with `fencelock_operation_cancel`; the
+   * core's kind `cancelled`.
    */
   FENCELOCK_STATUS_CANCELLED = 102,
   /**
@@ -360,8 +362,8 @@ typedef struct fencelock_client fencelock_client;
 typedef struct fencelock_error fencelock_error;
 
 /**
- * A lock taken by `fencelock_acquire`, `fencelock_try_acquire` or
- * `fencelock_acquire_async`.
+ * A lock taken by `fencelock_acquire`, `fencelock_acquire_with`,
+ * `fencelock_try_acquire` or their `_async` variants.
  *
  * Release it with [`fencelock_lock_release`] (network), then free it with
  * [`fencelock_lock_free`] (memory). Freeing a lock that is still held stops
@@ -371,6 +373,21 @@ typedef struct fencelock_error fencelock_error;
  * not run while another thread uses the same lock.
  */
 typedef struct fencelock_lock fencelock_lock;
+
+/**
+ * The options of one acquire, for [`crate::fencelock_acquire_with`] and
+ * [`crate::fencelock_acquire_with_async`]: a ttl, and optionally a wait,
+ * auto-renew on or off, a cap on the total hold and a cap on the number of
+ * renewals. Unset fields take the client's defaults. Values are checked by
+ * the acquire that uses them (`INVALID_ARGUMENT`, with a message), never by
+ * the setters.
+ *
+ * Owned by the caller; freed with [`fencelock_lock_options_free`]. An
+ * acquire copies what it needs, so the options may be freed or reused
+ * right after the call returns. Not thread-safe: do not set from two
+ * threads at once; reading them from several acquires at once is fine.
+ */
+typedef struct fencelock_lock_options fencelock_lock_options;
 
 /**
  * A handle on an operation in flight, to cancel it.
@@ -831,6 +848,23 @@ fencelock_status fencelock_acquire(const struct fencelock_client *client,
                                    struct fencelock_error **error);
 
 /**
+ * Takes the lock on `resource` as [`fencelock_acquire`] does, with the ttl,
+ * wait, auto-renew and renewal caps of `options` (which the call copies:
+ * free or reuse them right after).
+ *
+ * Statuses and blocking as [`fencelock_acquire`]; `INVALID_ARGUMENT` also
+ * for an option out of range (a ttl or wait too large…). Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_acquire`]; `options` is NULL or live.
+ */
+fencelock_status fencelock_acquire_with(const struct fencelock_client *client,
+                                        const char *resource,
+                                        const struct fencelock_lock_options *options,
+                                        struct fencelock_lock **out,
+                                        struct fencelock_error **error);
+
+/**
  * One attempt to take the lock on `resource` for `ttl_ms`: as
  * [`fencelock_acquire`] with no wait, except that a lock held elsewhere is
  * `FENCELOCK_STATUS_NOT_ACQUIRED`.
@@ -954,6 +988,66 @@ fencelock_status fencelock_lock_release(const struct fencelock_lock *lock,
 void fencelock_lock_free(struct fencelock_lock *lock);
 
 /**
+ * Creates lock options with a ttl of `ttl_ms` and every other field unset.
+ *
+ * `out` receives the new object (NULL → `FENCELOCK_STATUS_NULL_ARGUMENT`).
+ * Never blocks.
+ *
+ * # Safety
+ * `out` is NULL or valid for one pointer write.
+ */
+fencelock_status fencelock_lock_options_new(uint64_t ttl_ms, struct fencelock_lock_options **out);
+
+/**
+ * Frees lock options. NULL is a no-op. Never blocks.
+ *
+ * # Safety
+ * `options` is NULL or from [`fencelock_lock_options_new`], not freed before.
+ */
+void fencelock_lock_options_free(struct fencelock_lock_options *options);
+
+/**
+ * Sets how long the acquire retries while another owner holds the lock
+ * (0: one attempt; default: the client's, 10 s).
+ *
+ * # Safety
+ * `options` is NULL or live.
+ */
+fencelock_status fencelock_lock_options_set_wait_ms(struct fencelock_lock_options *options,
+                                                    uint64_t wait_ms);
+
+/**
+ * Turns auto-renewal on or off for this lock (default: the client's,
+ * `fencelock_options_set_auto_renew`). Off gives a fixed lease that ends at
+ * its ttl unless extended.
+ *
+ * # Safety
+ * `options` is NULL or live.
+ */
+fencelock_status fencelock_lock_options_set_auto_renew(struct fencelock_lock_options *options,
+                                                       bool auto_renew);
+
+/**
+ * Stops auto-renewal so the lock is not held longer than `max_hold_ms` in
+ * total (default: no cap). The lock then expires at its ttl and is reported
+ * lost with reason `EXPIRED`.
+ *
+ * # Safety
+ * `options` is NULL or live.
+ */
+fencelock_status fencelock_lock_options_set_max_hold_ms(struct fencelock_lock_options *options,
+                                                        uint64_t max_hold_ms);
+
+/**
+ * Stops auto-renewal after `max_renewals` renewals (default: no cap).
+ *
+ * # Safety
+ * `options` is NULL or live.
+ */
+fencelock_status fencelock_lock_options_set_max_renewals(struct fencelock_lock_options *options,
+                                                         uint32_t max_renewals);
+
+/**
  * Calls `callback(user_data, reason)` once when `lock` is lost, on
  * fencelock's callback thread; at once (there) if it is lost already. Never
  * called after the lock was released. A second call replaces the callback;
@@ -1014,6 +1108,22 @@ fencelock_status fencelock_acquire_async(const struct fencelock_client *client,
                                          void *user_data,
                                          struct fencelock_operation **operation_out,
                                          struct fencelock_error **error);
+
+/**
+ * Starts taking the lock on `resource` as [`fencelock_acquire_async`] does,
+ * with the options of `options` (copied: free or reuse them right after).
+ * Statuses, callback and threading as [`fencelock_acquire_async`]. Never blocks.
+ *
+ * # Safety
+ * As [`fencelock_acquire_async`]; `options` is NULL or live.
+ */
+fencelock_status fencelock_acquire_with_async(const struct fencelock_client *client,
+                                              const char *resource,
+                                              const struct fencelock_lock_options *options,
+                                              fencelock_acquire_callback callback,
+                                              void *user_data,
+                                              struct fencelock_operation **operation_out,
+                                              struct fencelock_error **error);
 
 /**
  * Starts releasing `lock` (as [`crate::fencelock_lock_release`]) and returns

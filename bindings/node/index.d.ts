@@ -269,6 +269,8 @@ export declare class TlsError extends FenceLockError {}
 export declare class ClosedError extends FenceLockError {}
 /** A blocking call was made inside fencelock's own runtime. Code `WOULD_BLOCK`. */
 export declare class WouldBlockError extends FenceLockError {}
+/** An acquire stopped by its `AbortSignal` (`Client#acquire` rejects with the signal's reason instead). */
+export declare class CancelledError extends FenceLockError {}
 /** A bug in fencelock: a panic inside it was caught before it reached you. Code `INTERNAL`. */
 export declare class InternalError extends FenceLockError {}
 

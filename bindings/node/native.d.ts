@@ -9,7 +9,10 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/** Cancels a waiting `acquire` (the JavaScript layer wires it to an `AbortSignal`). */
+/**
+ * Cancels a waiting `acquire` (the JavaScript layer wires it to an
+ * `AbortSignal`): the core's [`fencelock::Canceller`].
+ */
 export declare class Canceller {
   /** A canceller not yet raised. */
   constructor()
@@ -17,7 +20,7 @@ export declare class Canceller {
   cancel(): void
 }
 
-/** The native client behind `Client` in `index.js`. */
+/** The native client behind `Client` in `lib/client.js`. */
 export declare class NativeClient {
   /**
    * Validates `options` (throwing the core's `ConfigError` at once) and
@@ -28,8 +31,8 @@ export declare class NativeClient {
    * Takes the lock, waiting up to `waitMs` while it is busy; rejects with
    * `LockTimeoutError` then (or `NotAcquiredError` when `waitMs` is 0).
    * `canceller.cancel()` stops the wait and undoes any partial grant: the
-   * promise rejects with a `ClosedError` ("aborted: …"), which
-   * `Client#acquire` replaces with the `AbortSignal`'s reason.
+   * promise rejects with a `CancelledError`, which `Client#acquire`
+   * replaces with the `AbortSignal`'s reason.
    */
   acquire(resource: string, ttlMs?: number | undefined | null, waitMs?: number | undefined | null, autoRenew?: boolean | undefined | null, maxHoldMs?: number | undefined | null, maxRenewals?: number | undefined | null, canceller?: Canceller | undefined | null): Promise<unknown>
   /** One attempt: resolves `null` when the lock is held elsewhere. */
@@ -46,8 +49,8 @@ export declare class NativeClient {
   /** Each node's view of `resource`. */
   inspect(resource: string): Promise<NodeLockState[]>
   /**
-   * Waits for the connection attempt to end (ignoring its outcome), then
-   * refuses new operations. Held locks can still be released.
+   * Refuses new operations from now on; resolves at once. Held locks can
+   * still be released.
    */
   close(): Promise<void>
 }
@@ -189,7 +192,7 @@ export interface NodeLockState {
  * How many of this thread's operations have a promise not settled yet
  * (0 while the environment shuts down). With `yieldCpu`, first gives the
  * CPU to any other thread ready to run (`sched_yield`), when any operation
- * is pending: `index.js` polls with it. Never throws, as it is called from
+ * is pending: `lib/polling.js` polls with it. Never throws, as it is called from
  * `setImmediate` callbacks.
  */
 export declare function pendingOperations(yieldCpu?: boolean | undefined | null): number

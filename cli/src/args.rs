@@ -44,7 +44,9 @@ pub const CONNECTION_VARS: [&str; 4] = [NODES_VAR, USERNAME_VAR, PASSWORD_VAR, P
       75   not acquired: another owner held the lock for all of --wait\n  \
       76   lock lost while the command ran: the command was sent SIGTERM (SIGKILL after --grace)\n  \
       126  the command could not be executed\n  \
-      127  the command was not found"
+      127  the command was not found\n\n\
+      ENVIRONMENT:\n  \
+      FENCELOCK_WORKER_THREADS  worker threads of fencelock's runtime (default 1, at most 64)"
 )]
 pub struct Cli {
     #[command(flatten)]

@@ -187,6 +187,23 @@ fn exit_codes_follow_the_documented_table() {
         2
     );
     assert_eq!(code(&output(&nodes, &["run", "codes"])), 2);
+    // The runtime's worker count is a setting of every front: a bad one is a
+    // configuration error naming the variable; a good one runs as usual.
+    let bad_workers = fencelock(&nodes, &["run", "codes", "--", "true"])
+        .env(fencelock::WORKER_THREADS_ENV, "0")
+        .output()
+        .unwrap();
+    assert_eq!(code(&bad_workers), 2);
+    assert!(
+        text(&bad_workers.stderr).contains(fencelock::WORKER_THREADS_ENV),
+        "{}",
+        text(&bad_workers.stderr)
+    );
+    let two_workers = fencelock(&nodes, &["run", "codes", "--", "true"])
+        .env(fencelock::WORKER_THREADS_ENV, "2")
+        .output()
+        .unwrap();
+    assert_eq!(code(&two_workers), 0, "{}", text(&two_workers.stderr));
     assert_eq!(code(&output(&nodes, &["run", "", "--", "true"])), 2);
     let old_tls = output(
         &nodes,

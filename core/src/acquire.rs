@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
-use crate::client::ClientShared;
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, quorum_failure_kind};
 use crate::fenced::{Fence, new_holder_id};
 use crate::fencing::{FencingToken, MAX_FENCING_TOKEN, raise_to};
@@ -17,6 +16,7 @@ use crate::node_set::{NodeSet, unexpected};
 use crate::options::Resolved;
 use crate::quorum::Decided;
 use crate::scripts;
+use crate::shared::ClientShared;
 use crate::token::LockToken;
 
 /// A successful attempt.

@@ -1,25 +1,22 @@
-//! The client: configuration, nodes, and the operations that start from it.
+//! The client: made from a [`ClientBuilder`], and the operations that start from it.
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use tracing::Instrument;
 
 use crate::acquire;
-use crate::backoff::RetryPolicy;
-use crate::config::{ClientBuilder, ValidConfig};
+use crate::config::ClientBuilder;
 use crate::error::{Error, ErrorKind, NodeOutcome, Result};
 use crate::fenced::{Fence, fenced_set_outcome};
 use crate::keys::LockKeys;
 use crate::lock::Lock;
 use crate::node::{Node, as_i64};
 use crate::node_set::NodeSet;
-use crate::options::{LockDefaults, LockOptions};
+use crate::options::LockOptions;
 use crate::runtime;
 use crate::scripts;
-use crate::watchdog::Watchdog;
+use crate::shared::ClientShared;
 
 /// A connection to one Redis node (single-node locks) or to N independent
 /// masters (Redlock). Cheap to clone; clones share connections.
@@ -40,37 +37,6 @@ pub struct Client {
     shared: Arc<ClientShared>,
 }
 
-/// What a client and its locks share.
-pub(crate) struct ClientShared {
-    pub(crate) nodes: Arc<NodeSet>,
-    pub(crate) key_prefix: String,
-    pub(crate) retry: RetryPolicy,
-    pub(crate) defaults: LockDefaults,
-    pub(crate) watchdog: Watchdog,
-    /// How long background clean-up may wait for a node's connection.
-    pub(crate) connect_timeout: Duration,
-    pid: u32,
-    closed: AtomicBool,
-}
-
-impl ClientShared {
-    /// Fails in a forked child: the parent's connections and tasks are not there.
-    pub(crate) fn ensure_usable(&self) -> Result<()> {
-        runtime::ensure_same_process(self.pid, "fencelock client")
-    }
-
-    fn ensure_open(&self) -> Result<()> {
-        self.ensure_usable()?;
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::new(
-                ErrorKind::Closed,
-                "the client is closed; build a new one",
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// One node's view of a lock, for operators (never the owner's token).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -87,40 +53,52 @@ pub struct NodeLockState {
     pub error: Option<String>,
 }
 
-impl Client {
-    /// Starts configuring a client.
-    pub fn builder() -> ClientBuilder {
-        ClientBuilder::default()
+impl ClientBuilder {
+    /// Validates the configuration, connects to the nodes, and returns the client.
+    ///
+    /// Unreachable nodes do not fail the build (a quorum may still be
+    /// reachable; they are retried on use). Bad configuration, refused
+    /// credentials and TLS failures do.
+    pub async fn build(self) -> Result<Client> {
+        let client = self.start()?;
+        client.shared.startup.finished().await?;
+        Ok(client)
     }
 
-    pub(crate) async fn connect(config: ValidConfig) -> Result<Client> {
-        // Before the first await: a node that cannot be set up (bad TLS
-        // material, a TLS minimum on a cluster) fails the first poll, so
-        // fronts that poll `build()` once in a constructor report it there.
-        let connect_timeout = config.settings.connect_timeout;
+    /// Validates the configuration and returns the client at once, connecting
+    /// to the nodes in the background: for constructors that must not wait
+    /// (a JavaScript `new Client(…)`) but should still reject bad
+    /// configuration on the spot.
+    ///
+    /// Errors: [`ErrorKind::Config`] for bad configuration (and
+    /// [`ErrorKind::Tls`] for unreadable TLS material), at once. A node that
+    /// refuses the credentials or the TLS handshake fails the client's
+    /// operations with that error instead, as [`ClientBuilder::build`] would
+    /// have failed.
+    pub fn start(self) -> Result<Client> {
+        let config = self.validate()?;
         let nodes = config
             .endpoints
             .into_iter()
             .map(|endpoint| Node::new(endpoint, &config.settings))
             .collect::<Result<Vec<_>>>()?;
-        runtime::run(async move {
-            let nodes = Arc::new(NodeSet::new(nodes, config.drift_factor));
-            warm_up(&nodes).await?;
-            let watchdog = Watchdog::start(nodes.clone(), &runtime::handle()?);
-            Ok(Client {
-                shared: Arc::new(ClientShared {
-                    nodes,
-                    key_prefix: config.key_prefix,
-                    retry: config.retry,
-                    defaults: config.defaults,
-                    watchdog,
-                    connect_timeout,
-                    pid: runtime::current_pid(),
-                    closed: AtomicBool::new(false),
-                }),
-            })
+        let shared = ClientShared::new(
+            Arc::new(NodeSet::new(nodes, config.drift_factor)),
+            config.key_prefix,
+            config.retry,
+            config.defaults,
+            config.settings.connect_timeout,
+        )?;
+        Ok(Client {
+            shared: Arc::new(shared),
         })
-        .await?
+    }
+}
+
+impl Client {
+    /// Starts configuring a client.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
     }
 
     /// Checks a request the way [`Client::acquire`] would, without any I/O:
@@ -143,7 +121,7 @@ impl Client {
     /// bad resource or ttl. Dropping the future cancels the attempt and undoes
     /// any partial grant.
     pub async fn acquire(&self, resource: &str, options: LockOptions) -> Result<Lock> {
-        self.shared.ensure_open()?;
+        self.shared.ready().await?;
         let options = options.resolve(&self.shared.defaults)?;
         let span =
             tracing::debug_span!("acquire", resource = %resource, ttl_ms = options.ttl.as_millis() as u64);
@@ -180,7 +158,7 @@ impl Client {
     /// docs/protocol.md. `key` must not be one of the client's lock keys
     /// (`<prefix>{…`): that is an [`ErrorKind::InvalidArgument`].
     pub async fn fenced_set(&self, key: &str, value: &str, fence: impl Into<Fence>) -> Result<()> {
-        self.shared.ensure_open()?;
+        self.shared.ready().await?;
         self.validate_data_key(key)?;
         let fence = fence.into();
         let shared = self.shared.clone();
@@ -198,7 +176,7 @@ impl Client {
 
     /// Reads what [`Client::fenced_set`] stored: `(value, fencing token)`.
     pub async fn fenced_get(&self, key: &str) -> Result<Option<(String, u64)>> {
-        self.shared.ensure_open()?;
+        self.shared.ready().await?;
         self.validate_data_key(key)?;
         let shared = self.shared.clone();
         let key = key.to_owned();
@@ -235,7 +213,7 @@ impl Client {
 
     /// Each node's view of `resource`: held or not, ttl, fencing counter.
     pub async fn inspect(&self, resource: &str) -> Result<Vec<NodeLockState>> {
-        self.shared.ensure_open()?;
+        self.shared.ready().await?;
         let keys = LockKeys::new(&self.shared.key_prefix, resource)?;
         let shared = self.shared.clone();
         runtime::run(async move {
@@ -292,7 +270,7 @@ impl Client {
     /// Refuses new operations from now on. Held locks can still be released
     /// and keep being renewed until released or dropped.
     pub fn close(&self) {
-        self.shared.closed.store(true, Ordering::Release);
+        self.shared.close();
     }
 }
 
@@ -347,39 +325,6 @@ fn node_lock_state(node: String, reply: Option<crate::node::Reply>) -> NodeLockS
         None => state.error = Some(NodeOutcome::Pending.to_string()),
     }
     state
-}
-
-/// Connects every node in parallel. Unreachable nodes are left for later
-/// (a quorum may still be up); refused credentials and TLS failures are
-/// configuration errors and fail the build.
-async fn warm_up(nodes: &NodeSet) -> Result<()> {
-    let results = futures_util::future::join_all(nodes.nodes().iter().map(|node| node.warm_up())).await;
-    for (node, result) in nodes.nodes().iter().zip(results) {
-        match result {
-            Ok(()) => {}
-            Err(NodeOutcome::Failed(failure))
-                if matches!(failure.kind, ErrorKind::Auth | ErrorKind::Tls | ErrorKind::Config) =>
-            {
-                let advice = match failure.kind {
-                    ErrorKind::Auth => "check the user name, password and ACL rules",
-                    ErrorKind::Tls => "check the CA, the certificate's host name and the rediss:// URL",
-                    _ => "see above",
-                };
-                return Err(Error::new(
-                    failure.kind,
-                    format!(
-                        "node {} refused the connection: {}; {advice}",
-                        node.endpoint(),
-                        failure.detail
-                    ),
-                ));
-            }
-            Err(outcome) => {
-                tracing::warn!(node = %node.endpoint(), %outcome, "node unreachable at start; will retry on use");
-            }
-        }
-    }
-    Ok(())
 }
 
 impl fmt::Debug for Client {

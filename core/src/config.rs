@@ -4,7 +4,6 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::backoff::RetryPolicy;
-use crate::client::Client;
 use crate::endpoint::Endpoint;
 use crate::error::{Error, Result};
 use crate::keys::{DEFAULT_PREFIX, validate_prefix};
@@ -191,15 +190,6 @@ impl ClientBuilder {
     pub fn allow_mixed_tls(mut self, allow: bool) -> Self {
         self.allow_mixed_tls = allow;
         self
-    }
-
-    /// Validates the configuration, connects to the nodes, and returns the client.
-    ///
-    /// Unreachable nodes do not fail the build (a quorum may still be
-    /// reachable; they are retried on use). Bad configuration, refused
-    /// credentials and TLS failures do.
-    pub async fn build(self) -> Result<Client> {
-        Client::connect(self.validate()?).await
     }
 
     pub(crate) fn validate(self) -> Result<ValidConfig> {

@@ -43,6 +43,11 @@ pub enum ErrorKind {
     Closed = 11,
     /// A blocking call was made from inside an async runtime, where it would deadlock.
     WouldBlock = 12,
+    /// The operation was stopped through its [`Canceller`](crate::Canceller)
+    /// (a Node `AbortSignal`, a cancelled asyncio task, C's
+    /// `fencelock_operation_cancel`, a .NET `CancellationToken`). Numbered
+    /// 102, as the C ABI's `FENCELOCK_STATUS_CANCELLED` always was.
+    Cancelled = 102,
     /// A bug in fencelock: a panic was caught before it reached the caller.
     /// Numbered 200, as the C ABI's `FENCELOCK_STATUS_INTERNAL` always was.
     Internal = 200,

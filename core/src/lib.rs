@@ -48,6 +48,7 @@ mod acquire;
 mod background;
 mod backoff;
 pub mod blocking;
+mod cancel;
 mod client;
 mod config;
 mod connection;
@@ -66,12 +67,15 @@ mod persistence;
 mod quorum;
 mod runtime;
 mod scripts;
+mod shared;
+mod startup;
 mod tls;
 mod token;
 mod watchdog;
 
 pub use background::{is_settled, settle};
 pub use backoff::RetryPolicy;
+pub use cancel::{CancelOnDrop, Canceller};
 pub use client::{Client, NodeLockState};
 pub use config::{ClientBuilder, MAX_DRIFT_FACTOR};
 pub use error::{Error, ErrorKind, NodeFailure, NodeOutcome, NodeReport, Result};
@@ -80,6 +84,8 @@ pub use fencing::MAX_FENCING_TOKEN;
 pub use keys::{DEFAULT_PREFIX, MAX_PREFIX_LEN, MAX_RESOURCE_LEN};
 pub use lock::{Lock, LockStatus, LossReason, Unclaimed};
 pub use options::{LockOptions, MAX_TTL, MAX_WAIT, MIN_TTL};
-pub use runtime::{block_on, handle as runtime_handle};
+pub use runtime::{
+    DEFAULT_WORKER_THREADS, MAX_WORKER_THREADS, WORKER_THREADS_ENV, block_on, handle as runtime_handle,
+};
 pub use tls::TlsVersion;
 pub use token::TOKEN_BYTES;

@@ -9,7 +9,6 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::client::ClientShared;
 use crate::error::{Error, ErrorKind, Result, quorum_failure_kind};
 use crate::fenced::Fence;
 use crate::keys::LockKeys;
@@ -19,6 +18,7 @@ use crate::node_set::{CompareAndAct, NodeSet, compare_and_act, describe_compare_
 use crate::options::{RenewalPolicy, validate_ttl};
 use crate::runtime;
 use crate::scripts;
+use crate::shared::ClientShared;
 use crate::token::LockToken;
 use crate::watchdog::JobKey;
 

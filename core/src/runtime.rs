@@ -21,16 +21,24 @@ use crate::error::{Error, ErrorKind, Result};
 /// The runtime of the current process, by process id.
 static RUNTIME: Mutex<Option<(u32, Handle)>> = Mutex::new(None);
 
-/// Worker threads of the internal runtime: one.
+/// The environment variable that sets the internal runtime's worker
+/// threads, read once when the runtime starts (in a forked child: again).
+pub const WORKER_THREADS_ENV: &str = "FENCELOCK_WORKER_THREADS";
+
+/// Worker threads of the internal runtime unless [`WORKER_THREADS_ENV`]
+/// says otherwise: one.
 ///
-/// Lock traffic is I/O bound, and a second worker mostly adds wake-ups:
-/// tokio wakes an idle worker to steal whenever a task is queued, so each
-/// burst of operations cost extra `futex`/`eventfd` wake-ups and context
-/// switches; one worker used less CPU per lock cycle and matched or beat
-/// two workers' throughput (docs/performance.md). It also means that work
-/// on a runtime thread holds up every operation and renewal of the
-/// process, which is why C and .NET callbacks run on a thread of their own.
-const WORKER_THREADS: usize = 1;
+/// Lock traffic is I/O bound, and a second worker mostly adds wake-ups
+/// (tokio wakes an idle worker to steal whenever a task is queued): one
+/// worker used less CPU per lock cycle and matched or beat two workers'
+/// throughput from Node and from Python (docs/performance.md). It also
+/// means that work on a runtime thread holds up every operation and renewal
+/// of the process, which is why C and .NET callbacks run on a thread of
+/// their own.
+pub const DEFAULT_WORKER_THREADS: usize = 1;
+
+/// The most worker threads [`WORKER_THREADS_ENV`] may ask for.
+pub const MAX_WORKER_THREADS: usize = 64;
 
 /// The handle of this process's internal runtime, created on first use.
 ///
@@ -40,6 +48,7 @@ const WORKER_THREADS: usize = 1;
 /// `fork()` the child gets a fresh runtime from this call.
 ///
 /// # Errors
+/// [`ErrorKind::Config`] when [`WORKER_THREADS_ENV`] is not a valid count;
 /// [`ErrorKind::Closed`] when the runtime's threads cannot be started.
 pub fn handle() -> Result<Handle> {
     let pid = current_pid();
@@ -59,8 +68,9 @@ pub fn handle() -> Result<Handle> {
 
 fn build() -> Result<Runtime> {
     install_crypto_provider();
+    let workers = worker_threads(std::env::var_os(WORKER_THREADS_ENV))?;
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKER_THREADS)
+        .worker_threads(workers)
         .thread_name("fencelock-rt")
         .enable_all()
         .build()
@@ -69,6 +79,25 @@ fn build() -> Result<Runtime> {
                 ErrorKind::Closed,
                 format!("cannot start fencelock's runtime: {e}"),
             )
+        })
+}
+
+/// The worker count [`WORKER_THREADS_ENV`] asks for (unset or empty: the
+/// default); anything but a whole number from 1 to [`MAX_WORKER_THREADS`]
+/// is a [`ErrorKind::Config`] error, reported by every operation.
+fn worker_threads(setting: Option<std::ffi::OsString>) -> Result<usize> {
+    let Some(setting) = setting.filter(|s| !s.is_empty()) else {
+        return Ok(DEFAULT_WORKER_THREADS);
+    };
+    setting
+        .to_str()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|n| (1..=MAX_WORKER_THREADS).contains(n))
+        .ok_or_else(|| {
+            Error::config(format!(
+                "{WORKER_THREADS_ENV} must be a whole number from 1 to {MAX_WORKER_THREADS}, got {setting:?}; \
+                 unset it for the default ({DEFAULT_WORKER_THREADS})"
+            ))
         })
 }
 
@@ -171,7 +200,11 @@ impl<T> AbortOnDrop<T> {
             if e.is_panic() {
                 Error::panicked("an internal fencelock task")
             } else {
-                Error::new(ErrorKind::Closed, "the operation was cancelled")
+                // Aborted by nobody but the runtime shutting down.
+                Error::new(
+                    ErrorKind::Closed,
+                    "fencelock's runtime shut down during the operation",
+                )
             }
         })
     }
@@ -214,4 +247,23 @@ where
             )
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worker_setting_is_a_small_whole_number_or_the_default() {
+        let read = |s: Option<&str>| worker_threads(s.map(Into::into));
+        assert_eq!(read(None).unwrap(), DEFAULT_WORKER_THREADS);
+        assert_eq!(read(Some("")).unwrap(), DEFAULT_WORKER_THREADS);
+        assert_eq!(read(Some("2")).unwrap(), 2);
+        assert_eq!(read(Some(" 4 ")).unwrap(), 4);
+        for bad in ["0", "65", "-1", "two", "1.5"] {
+            let err = read(Some(bad)).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Config, "{bad}");
+            assert!(err.message().contains(WORKER_THREADS_ENV), "{err}");
+        }
+    }
 }

@@ -7,6 +7,25 @@ use std::time::Duration;
 use common::*;
 use fencelock::{Client, ErrorKind, LockOptions, MAX_RESOURCE_LEN, MAX_TTL, blocking};
 
+/// `start()` refuses bad configuration on the spot, without a runtime or a
+/// node; a good one is usable at once, its operations waiting for the
+/// connection made in the background.
+#[test]
+fn start_validates_at_once_and_connects_in_the_background() {
+    let err = Client::builder().node("redis://").start().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    let err = Client::builder().start().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = builder(&nodes).start().unwrap();
+    let lock = blocking::Client::from_async(client.clone())
+        .acquire("started", LockOptions::new(ms(1000)))
+        .unwrap();
+    assert!(lock.is_held());
+    lock.release().unwrap();
+}
+
 #[tokio::test]
 async fn bad_arguments_give_typed_errors() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
@@ -225,6 +244,21 @@ async fn acl_user_with_only_the_documented_commands_works() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
     assert!(!err.to_string().contains("wrong-pw") && !format!("{err:?}").contains("wrong-pw"));
+    // Started in the background, the same refusal fails each operation instead.
+    let started = builder(&nodes)
+        .username("locker")
+        .password("wrong-pw")
+        .start()
+        .expect("the configuration itself is valid");
+    for _ in 0..2 {
+        let err = started
+            .acquire("acl", LockOptions::new(ms(1000)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    }
+    let err = started.fenced_get("data:acl").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
     // A user that may not DEL: release fails, and the error names the permission problem.
     nodes[0].command(&["ACL", "SETUSER", "locker", "-del"]);
     let lock = good.acquire("acl", LockOptions::new(ms(1000))).await.unwrap();

@@ -11,11 +11,12 @@ use crate::boundary::{FfiResult, boundary, boundary_status};
 use crate::client::fencelock_client;
 use crate::error::{c_string, fencelock_error};
 use crate::events::{EventHub, watch};
+use crate::lock_options::fencelock_lock_options;
 use crate::lost::LostCallback;
 use crate::status::fencelock_status;
 
-/// A lock taken by `fencelock_acquire`, `fencelock_try_acquire` or
-/// `fencelock_acquire_async`.
+/// A lock taken by `fencelock_acquire`, `fencelock_acquire_with`,
+/// `fencelock_try_acquire` or their `_async` variants.
 ///
 /// Release it with [`fencelock_lock_release`] (network), then free it with
 /// [`fencelock_lock_free`] (memory). Freeing a lock that is still held stops
@@ -91,16 +92,57 @@ pub unsafe extern "C" fn fencelock_acquire(
     // SAFETY: per the contract.
     unsafe {
         boundary(error, || {
-            let client = args::object(client, "client")?;
-            let resource = args::text(resource, "resource")?.to_owned();
-            let out = args::out(out, "out")?;
-            let core = client.inner.clone();
-            let options = lock_options(ttl_ms, wait_ms);
-            let lock = fencelock::block_on(async move { core.acquire(&resource, options).await })??;
-            args::give(out, fencelock_lock::new(lock, &client.events)?);
-            Ok(())
+            acquire(client, resource, lock_options(ttl_ms, wait_ms), out)
         })
     }
+}
+
+/// Takes the lock on `resource` as [`fencelock_acquire`] does, with the ttl,
+/// wait, auto-renew and renewal caps of `options` (which the call copies:
+/// free or reuse them right after).
+///
+/// Statuses and blocking as [`fencelock_acquire`]; `INVALID_ARGUMENT` also
+/// for an option out of range (a ttl or wait too large…). Thread-safe.
+///
+/// # Safety
+/// As [`fencelock_acquire`]; `options` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_acquire_with(
+    client: *const fencelock_client,
+    resource: *const c_char,
+    options: *const fencelock_lock_options,
+    out: *mut *mut fencelock_lock,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let options = args::object(options, "options")?.options.clone();
+            acquire(client, resource, options, out)
+        })
+    }
+}
+
+/// The blocking acquire behind [`fencelock_acquire`] and [`fencelock_acquire_with`].
+///
+/// # Safety
+/// As [`fencelock_acquire`].
+unsafe fn acquire(
+    client: *const fencelock_client,
+    resource: *const c_char,
+    options: LockOptions,
+    out: *mut *mut fencelock_lock,
+) -> FfiResult {
+    // SAFETY: per the contract.
+    unsafe {
+        let client = args::object(client, "client")?;
+        let resource = args::text(resource, "resource")?.to_owned();
+        let out = args::out(out, "out")?;
+        let core = client.inner.clone();
+        let lock = fencelock::block_on(async move { core.acquire(&resource, options).await })??;
+        args::give(out, fencelock_lock::new(lock, &client.events)?);
+    }
+    Ok(())
 }
 
 /// One attempt to take the lock on `resource` for `ttl_ms`: as

@@ -4,10 +4,9 @@
 use std::ffi::{c_char, c_void};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::Mutex;
 
+use fencelock::{Canceller, LockOptions};
 use futures_util::FutureExt;
-use tokio::sync::oneshot;
 
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary};
@@ -15,6 +14,7 @@ use crate::client::fencelock_client;
 use crate::dispatch::Dispatcher;
 use crate::error::fencelock_error;
 use crate::lock::{fencelock_lock, lock_options};
+use crate::lock_options::fencelock_lock_options;
 use crate::status::fencelock_status;
 
 /// Called once when an acquire started by [`fencelock_acquire_async`] ends,
@@ -51,7 +51,7 @@ pub type fencelock_done_callback = Option<
 /// does not cancel. Freeing it before, during (from the callback itself) or
 /// after the callback is fine. Thread-safe.
 pub struct fencelock_operation {
-    cancel: Mutex<Option<oneshot::Sender<()>>>,
+    canceller: Canceller,
 }
 
 /// The caller's `user_data`, carried to the callback thread.
@@ -86,42 +86,35 @@ unsafe fn start<T: Send + 'static>(
 ) -> FfiResult {
     let runtime = fencelock::runtime_handle()?;
     let callbacks = Dispatcher::get()?;
-    let (cancel, cancelled) = oneshot::channel::<()>();
+    let canceller = Canceller::new();
     // The handle is written before the work exists: once spawned, the
     // callback may run before `spawn` returns and free the caller's memory
     // that `operation_out` points into.
     if !operation_out.is_null() {
         let operation = fencelock_operation {
-            cancel: Mutex::new(Some(cancel)),
+            canceller: canceller.clone(),
         };
         // SAFETY: non-NULL and writable per the contract.
         unsafe { args::give(operation_out, operation) };
     }
     runtime.spawn(async move {
-        let result = run_cancellable(work, cancelled).await;
+        let result = run_cancellable(work, &canceller).await;
         // C code never runs on the runtime thread: see dispatch.rs.
         callbacks.submit(move || finish(result));
     });
     Ok(())
 }
 
-/// Runs `work` until it ends or `cancelled` fires; a panic in `work` becomes
-/// `INTERNAL`.
-async fn run_cancellable<T>(
-    work: impl Future<Output = FfiResult<T>>,
-    cancelled: oneshot::Receiver<()>,
-) -> FfiResult<T> {
-    // A freed handle (sender dropped) is not a cancel.
-    let cancelled = async {
-        if cancelled.await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        () = cancelled => Err(Failure::new(fencelock_status::FENCELOCK_STATUS_CANCELLED, "the operation was cancelled")),
-        result = AssertUnwindSafe(work).catch_unwind() => result.unwrap_or_else(|_| {
-            Err(Failure::new(fencelock_status::FENCELOCK_STATUS_INTERNAL, "internal error in fencelock (a bug, please report it)"))
-        }),
+/// Runs `work` until it ends or `canceller` is raised (the core's
+/// `cancelled`, this ABI's `CANCELLED`); a panic in `work` becomes `INTERNAL`.
+async fn run_cancellable<T>(work: impl Future<Output = FfiResult<T>>, canceller: &Canceller) -> FfiResult<T> {
+    match canceller.run(AssertUnwindSafe(work).catch_unwind()).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_panic)) => Err(Failure::new(
+            fencelock_status::FENCELOCK_STATUS_INTERNAL,
+            "internal error in fencelock (a bug, please report it)",
+        )),
+        Err(cancelled) => Err(cancelled.into()),
     }
 }
 
@@ -174,28 +167,71 @@ pub unsafe extern "C" fn fencelock_acquire_async(
     // SAFETY: per the contract.
     unsafe {
         boundary(error, || {
-            let client = args::object(client, "client")?;
-            let resource = args::text(resource, "resource")?.to_owned();
-            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
-            let (core, events) = (client.inner.clone(), client.events.clone());
             let options = lock_options(ttl_ms, wait_ms);
-            // Bad arguments fail the call itself, as in the blocking variant.
-            core.check_request(&resource, &options)?;
-            let user_data = UserData(user_data);
-            let work = async move {
-                let lock = core.acquire(&resource, options).await?;
-                fencelock_lock::new(lock, &events)
-            };
-            let finish = move |result: FfiResult<fencelock_lock>| {
-                let (lock, result) = match result {
-                    Ok(lock) => (Box::into_raw(Box::new(lock)), Ok(())),
-                    Err(failure) => (std::ptr::null_mut(), Err(failure)),
-                };
-                let (status, error) = into_status(result);
-                callback(user_data.get(), status, lock, error);
-            };
-            start(work, finish, operation_out)
+            start_acquire(client, resource, options, callback, user_data, operation_out)
         })
+    }
+}
+
+/// Starts taking the lock on `resource` as [`fencelock_acquire_async`] does,
+/// with the options of `options` (copied: free or reuse them right after).
+/// Statuses, callback and threading as [`fencelock_acquire_async`]. Never blocks.
+///
+/// # Safety
+/// As [`fencelock_acquire_async`]; `options` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_acquire_with_async(
+    client: *const fencelock_client,
+    resource: *const c_char,
+    options: *const fencelock_lock_options,
+    callback: fencelock_acquire_callback,
+    user_data: *mut c_void,
+    operation_out: *mut *mut fencelock_operation,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let options = args::object(options, "options")?.options.clone();
+            start_acquire(client, resource, options, callback, user_data, operation_out)
+        })
+    }
+}
+
+/// The start of [`fencelock_acquire_async`] and [`fencelock_acquire_with_async`].
+///
+/// # Safety
+/// As [`fencelock_acquire_async`].
+unsafe fn start_acquire(
+    client: *const fencelock_client,
+    resource: *const c_char,
+    options: LockOptions,
+    callback: fencelock_acquire_callback,
+    user_data: *mut c_void,
+    operation_out: *mut *mut fencelock_operation,
+) -> FfiResult {
+    // SAFETY: per the contract.
+    unsafe {
+        let client = args::object(client, "client")?;
+        let resource = args::text(resource, "resource")?.to_owned();
+        let callback = callback.ok_or_else(|| Failure::null("callback"))?;
+        let (core, events) = (client.inner.clone(), client.events.clone());
+        // Bad arguments fail the call itself, as in the blocking variant.
+        core.check_request(&resource, &options)?;
+        let user_data = UserData(user_data);
+        let work = async move {
+            let lock = core.acquire(&resource, options).await?;
+            fencelock_lock::new(lock, &events)
+        };
+        let finish = move |result: FfiResult<fencelock_lock>| {
+            let (lock, result) = match result {
+                Ok(lock) => (Box::into_raw(Box::new(lock)), Ok(())),
+                Err(failure) => (std::ptr::null_mut(), Err(failure)),
+            };
+            let (status, error) = into_status(result);
+            callback(user_data.get(), status, lock, error);
+        };
+        start(work, finish, operation_out)
     }
 }
 
@@ -296,15 +332,7 @@ pub unsafe extern "C" fn fencelock_operation_cancel(
     crate::boundary::boundary_status(|| {
         // SAFETY: per the contract.
         let operation = unsafe { args::object(operation, "operation") }?;
-        let sender = operation
-            .cancel
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
-        if let Some(sender) = sender {
-            // Err: the operation already finished; nothing to cancel.
-            let _ = sender.send(());
-        }
+        operation.canceller.cancel();
         Ok(())
     })
 }

@@ -9,7 +9,8 @@ use strum::VariantArray;
 /// The result of every fallible function. Values are stable and grouped:
 /// `0` is success; `1..=99` are the core's error kinds (the same numbers
 /// every front uses, listed in `tests/vectors/protocol.json`); `100..=199`
-/// are mistakes in the call itself; `200` and above are fencelock's own
+/// concern the call itself: mistakes in its arguments, and its cancellation
+/// (`102`, the core's kind `cancelled`); `200` and above are fencelock's own
 /// failures (`200` is the core's kind `internal`).
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::VariantArray, strum::IntoStaticStr)]
@@ -45,7 +46,8 @@ pub enum fencelock_status {
     FENCELOCK_STATUS_NULL_ARGUMENT = 100,
     /// A string argument was not valid UTF-8.
     FENCELOCK_STATUS_INVALID_UTF8 = 101,
-    /// The operation was cancelled with `fencelock_operation_cancel`.
+    /// The operation was cancelled with `fencelock_operation_cancel`; the
+    /// core's kind `cancelled`.
     FENCELOCK_STATUS_CANCELLED = 102,
     /// A bug in fencelock (an internal panic was caught at the boundary);
     /// the core's error kind `internal`.

@@ -13,7 +13,7 @@
  *
  * This file starts the nodes and runs the test table; the tests are in
  *   test_client.c     version, status names, options, TLS option, bad arguments
- *   test_lock.c       acquire/extend/release, contention, fencing, quorum, example
+ *   test_lock.c       acquire/extend/release, lock options, contention, fencing, quorum, example
  *   test_loss.c       loss events (pulled, callback) and a lock's lost callback
  *   test_async.c      *_async calls, cancelling, *operation_out
  *   test_callbacks.c  blocking and slow callbacks, stopping callbacks, fork
@@ -47,6 +47,7 @@ int main(int argc, char **argv) {
       TEST(test_status_names),
       TEST(test_client_lifecycle_with_options),
       TEST(test_acquire_extend_release),
+      TEST(test_lock_options),
       TEST(test_contention_in_one_process),
       TEST(test_contention_across_processes),
       TEST(test_fencing_tokens_and_fenced_writes),

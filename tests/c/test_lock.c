@@ -279,3 +279,77 @@ void test_inventory_example(void) {
   fencelock_string_free(value);
   fencelock_client_free(client);
 }
+
+/* A lock taken with `options` on a fresh resource; NULL when the acquire failed. */
+static fencelock_lock *take_with(fencelock_client *client, const char *name, const fencelock_lock_options *options) {
+  fencelock_lock *lock = NULL;
+  if (fencelock_acquire_with(client, unique(name), options, &lock, NULL) != FENCELOCK_STATUS_OK) return NULL;
+  return lock;
+}
+
+/* Per-lock options: auto-renew off, a renewal cap and a hold cap each let a
+ * 300 ms lease run out while the lock with defaults keeps being renewed. */
+void test_lock_options(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  fencelock_lock_options *options = NULL;
+  CHECK_STATUS(fencelock_lock_options_new(300, &options), FENCELOCK_STATUS_OK);
+  fencelock_lock *renewed = take_with(client, "opts-default", options);
+  CHECK_STATUS(fencelock_lock_options_set_auto_renew(options, false), FENCELOCK_STATUS_OK);
+  fencelock_lock *fixed = take_with(client, "opts-fixed", options);
+  CHECK_STATUS(fencelock_lock_options_set_auto_renew(options, true), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_options_set_max_renewals(options, 1), FENCELOCK_STATUS_OK);
+  fencelock_lock *counted = take_with(client, "opts-renewals", options);
+  fencelock_lock_options_free(options);
+  CHECK_STATUS(fencelock_lock_options_new(300, &options), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_options_set_max_hold_ms(options, 400), FENCELOCK_STATUS_OK);
+  fencelock_lock *capped = take_with(client, "opts-hold", options);
+  CHECK(renewed != NULL && fixed != NULL && counted != NULL && capped != NULL);
+
+  sleep_ms(1500);
+  bool held = false;
+  CHECK_STATUS(fencelock_lock_is_held(renewed, &held), FENCELOCK_STATUS_OK);
+  CHECK(held);
+  fencelock_lock *ended[] = {fixed, counted, capped};
+  for (int i = 0; i < 3; i++) {
+    CHECK_STATUS(fencelock_lock_is_held(ended[i], &held), FENCELOCK_STATUS_OK);
+    CHECK(!held);
+    char exists[256];
+    snprintf(exists, sizeof exists, "EXISTS fencelock:{%s}", fencelock_lock_resource(ended[i]));
+    CHECK(strcmp(redis(&single, 0, exists), "0") == 0);
+  }
+
+  /* The wait comes from the options too: 0 is one attempt. */
+  fencelock_lock *busy = NULL;
+  fencelock_error *error = NULL;
+  CHECK_STATUS(fencelock_lock_options_set_wait_ms(options, 0), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_acquire_with(client, fencelock_lock_resource(renewed), options, &busy, &error),
+               FENCELOCK_STATUS_NOT_ACQUIRED);
+  CHECK(busy == NULL && error != NULL);
+  fencelock_error_free(error);
+  static async_record record;
+  memset(&record, 0, sizeof record);
+  CHECK_STATUS(fencelock_acquire_with_async(client, fencelock_lock_resource(renewed), options, on_acquired, &record,
+                                            NULL, NULL),
+               FENCELOCK_STATUS_OK);
+  CHECK(wait_for(&record.calls, 1, 10000));
+  CHECK(record.status == FENCELOCK_STATUS_NOT_ACQUIRED && record.lock == NULL);
+  fencelock_lock_options_free(options);
+
+  /* Bad options fail the call itself: a ttl out of range, or no options. */
+  CHECK_STATUS(fencelock_lock_options_new(0, &options), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_acquire_with(client, unique("opts-bad"), options, &busy, NULL),
+               FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_acquire_with_async(client, unique("opts-bad"), options, on_acquired, &record, NULL, NULL),
+               FENCELOCK_STATUS_INVALID_ARGUMENT);
+  fencelock_lock_options_free(options);
+  CHECK_STATUS(fencelock_acquire_with(client, unique("opts-null"), NULL, &busy, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_options_set_wait_ms(NULL, 1), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_lock_options_new(1, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  fencelock_lock_options_free(NULL);
+
+  CHECK_STATUS(fencelock_lock_release(renewed, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock *all[] = {renewed, fixed, counted, capped};
+  for (int i = 0; i < 4; i++) fencelock_lock_free(all[i]);
+  fencelock_client_free(client);
+}

@@ -5,7 +5,7 @@ namespace FenceLock
 {
     /// <summary>
     /// <c>fencelock_acquire_async</c> as a task of <see cref="FenceLockHandle"/>.
-    /// For <see cref="FenceLockClient.TryAcquireAsync"/> a lock held elsewhere
+    /// For <see cref="FenceLockClient.TryAcquireAsync(string, System.TimeSpan, System.Threading.CancellationToken)"/> a lock held elsewhere
     /// is a null result rather than an exception.
     /// </summary>
     internal sealed class AcquireOperation : NativeOperation<FenceLockHandle>

@@ -31,6 +31,14 @@ namespace FenceLock
             return CeilingMilliseconds(wait);
         }
 
+        /// <summary>A cap on a hold: not negative, in whole milliseconds (rounded up).</summary>
+        internal static ulong Cap(TimeSpan cap, string parameterName)
+        {
+            if (cap < TimeSpan.Zero)
+                throw new ArgumentOutOfRangeException(parameterName, cap, "must not be negative");
+            return CeilingMilliseconds(cap);
+        }
+
         private static ulong CeilingMilliseconds(TimeSpan span)
         {
             return (ulong)((span.Ticks + TimeSpan.TicksPerMillisecond - 1) / TimeSpan.TicksPerMillisecond);

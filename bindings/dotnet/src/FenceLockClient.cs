@@ -71,8 +71,34 @@ namespace FenceLock
         }
 
         /// <summary>
+        /// Takes the lock on <paramref name="resource"/> with per-lock
+        /// <paramref name="options"/>: the lease, the wait, auto-renewal and
+        /// caps on renewal (unset ones take the client's defaults). Otherwise
+        /// as <see cref="AcquireAsync(string, TimeSpan, TimeSpan, CancellationToken)"/>.
+        /// </summary>
+        /// <exception cref="ArgumentNullException"><paramref name="resource"/> or <paramref name="options"/> is null.</exception>
+        /// <exception cref="ArgumentOutOfRangeException">A duration in <paramref name="options"/> is out of range.</exception>
+        /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
+        public Task<FenceLockHandle> AcquireAsync(string resource, LockOptions options,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return StartAcquire(resource, options, null, false, cancellationToken);
+        }
+
+        /// <summary>
+        /// One attempt with per-lock <paramref name="options"/> (their
+        /// <see cref="LockOptions.Wait"/> is ignored): the handle, or null when
+        /// another owner holds it.
+        /// </summary>
+        public Task<FenceLockHandle> TryAcquireAsync(string resource, LockOptions options,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return StartAcquire(resource, options, 0, true, cancellationToken);
+        }
+
+        /// <summary>
         /// One attempt to take the lock: the handle, or null when another owner holds it.
-        /// Arguments and errors as <see cref="AcquireAsync"/>.
+        /// Arguments and errors as <see cref="AcquireAsync(string, TimeSpan, TimeSpan, CancellationToken)"/>.
         /// </summary>
         public Task<FenceLockHandle> TryAcquireAsync(string resource, TimeSpan ttl,
             CancellationToken cancellationToken = default(CancellationToken))
@@ -140,6 +166,21 @@ namespace FenceLock
                 (IntPtr userData, out IntPtr operation, ref IntPtr error) =>
                     NativeMethods.fencelock_acquire_async(native, name, ttlMs, waitMs, AcquireOperation.Callback,
                         userData, out operation, ref error));
+        }
+
+        private Task<FenceLockHandle> StartAcquire(string resource, LockOptions options, ulong? forceWaitMs,
+            bool heldIsNull, CancellationToken cancellationToken)
+        {
+            var name = EncodeResource(resource);
+            using (var nativeOptions = NativeLockOptions.Create(options, forceWaitMs))
+            {
+                ThrowIfDisposed();
+                // The call copies the options: they may be freed as soon as it returns.
+                return new AcquireOperation(heldIsNull, cancellationToken).Start(
+                    (IntPtr userData, out IntPtr operation, ref IntPtr error) =>
+                        NativeMethods.fencelock_acquire_with_async(native, name, nativeOptions, AcquireOperation.Callback,
+                            userData, out operation, ref error));
+            }
         }
 
         // The length rule is the library's (FenceLockLimits); checking it here

@@ -5,8 +5,8 @@ using System.Threading.Tasks;
 namespace FenceLock
 {
     /// <summary>
-    /// A held lock, from <see cref="FenceLockClient.AcquireAsync"/> or
-    /// <see cref="FenceLockClient.TryAcquireAsync"/>. It is renewed in the
+    /// A held lock, from <see cref="FenceLockClient.AcquireAsync(string, System.TimeSpan, System.TimeSpan, System.Threading.CancellationToken)"/> or
+    /// <see cref="FenceLockClient.TryAcquireAsync(string, System.TimeSpan, System.Threading.CancellationToken)"/>. It is renewed in the
     /// background until released or disposed (unless auto-renew is off).
     ///
     /// End it with <c>await handle.DisposeAsync()</c> (release, then free) or

@@ -80,6 +80,30 @@ namespace FenceLock
             out IntPtr operation, ref IntPtr error);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_acquire_with_async(ClientSafeHandle client, byte[] resource,
+            LockOptionsSafeHandle options, AcquireCallback callback, IntPtr userData,
+            out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_options_new(ulong ttlMs, out IntPtr options);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void fencelock_lock_options_free(IntPtr options);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_options_set_wait_ms(LockOptionsSafeHandle options, ulong waitMs);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_options_set_auto_renew(LockOptionsSafeHandle options,
+            [MarshalAs(UnmanagedType.I1)] bool autoRenew);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_options_set_max_hold_ms(LockOptionsSafeHandle options, ulong maxHoldMs);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_options_set_max_renewals(LockOptionsSafeHandle options, uint maxRenewals);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr fencelock_lock_resource(LockSafeHandle lockHandle);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

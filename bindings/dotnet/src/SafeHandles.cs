@@ -84,6 +84,18 @@ namespace FenceLock
         }
     }
 
+    /// <summary>A <c>fencelock_lock_options *</c>, alive only while an acquire is being started.</summary>
+    internal sealed class LockOptionsSafeHandle : NativeSafeHandle
+    {
+        internal LockOptionsSafeHandle(IntPtr pointer) : base(pointer) { }
+
+        protected override bool ReleaseHandle()
+        {
+            NativeMethods.fencelock_lock_options_free(handle);
+            return true;
+        }
+    }
+
     /// <summary>
     /// A <c>fencelock_operation *</c>, kept while an async call is in flight
     /// so a <see cref="System.Threading.CancellationToken"/> can cancel it.

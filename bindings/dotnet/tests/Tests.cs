@@ -36,6 +36,7 @@ namespace FenceLock.Tests
         {
             NativeVersionIsLoaded,
             AcquireExtendRelease,
+            LockOptionsReachTheLock,
             ContinuationsRunOnThreadPool,
             FencingTokensIncrease,
             ContentionInOneProcess,
@@ -148,6 +149,43 @@ namespace FenceLock.Tests
                 Check.That(again.Message.Contains(resource), "message names the resource");
                 await Check.Throws<NotHeldException>(() => handle.ExtendAsync(Second));
                 await handle.DisposeAsync();
+            }
+        }
+
+        /// <summary>Auto-renew off, a renewal cap and a hold cap each let a 300 ms lease end; defaults keep renewing.</summary>
+        private static async Task LockOptionsReachTheLock()
+        {
+            using (var client = new FenceLockClient(single.Urls))
+            {
+                var lease = TimeSpan.FromMilliseconds(300);
+                var renewed = await client.AcquireAsync(Unique("opts-default"), new LockOptions(lease));
+                var ended = new[]
+                {
+                    await client.AcquireAsync(Unique("opts-fixed"), new LockOptions(lease) { AutoRenew = false }),
+                    await client.AcquireAsync(Unique("opts-renewals"), new LockOptions(lease) { MaxRenewals = 1 }),
+                    await client.AcquireAsync(Unique("opts-hold"),
+                        new LockOptions(lease) { MaxHold = TimeSpan.FromMilliseconds(400) }),
+                };
+                await Task.Delay(1500);
+                Check.That(renewed.IsHeld, "the lock with defaults is renewed");
+                foreach (var handle in ended)
+                {
+                    Check.That(!handle.IsHeld, handle.Resource + " ended at its lease");
+                    Check.That(handle.LostToken.IsCancellationRequested, handle.Resource + " reported lost");
+                    Check.Equal(LockLossReason.Expired, handle.LossReason, handle.Resource + " LossReason");
+                    Check.Equal("0", Exists(single, 0, handle.Resource), handle.Resource + " expired on Redis");
+                }
+                var busy = new LockOptions(lease) { Wait = TimeSpan.Zero };
+                await Check.Throws<NotAcquiredException>(() => client.AcquireAsync(renewed.Resource, busy));
+                Check.That(await client.TryAcquireAsync(renewed.Resource, new LockOptions(lease) { Wait = Second }) == null,
+                    "a try ignores the wait");
+                Check.ThrowsNow<ArgumentOutOfRangeException>(() => client.AcquireAsync("x", new LockOptions(TimeSpan.Zero)));
+                Check.ThrowsNow<ArgumentOutOfRangeException>(() =>
+                    client.AcquireAsync("x", new LockOptions(lease) { MaxHold = TimeSpan.FromSeconds(-1) }));
+                Check.ThrowsNow<ArgumentNullException>(() => client.AcquireAsync("x", (LockOptions)null));
+                await renewed.ReleaseAsync();
+                foreach (var handle in ended) await handle.DisposeAsync();
+                await renewed.DisposeAsync();
             }
         }
 

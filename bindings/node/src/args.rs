@@ -1,6 +1,6 @@
 //! Checks of numbers arriving from JavaScript.
 //!
-//! The JavaScript layer (`index.js`) validates every argument first and
+//! The JavaScript layer (`lib/args.js`) validates every argument first and
 //! throws `TypeError`/`RangeError` naming it; these checks guard the native
 //! module when it is called directly, with the same rules.
 

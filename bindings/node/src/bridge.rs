@@ -329,7 +329,7 @@ impl EnvState {
     }
 
     /// Tells the JavaScript layer that a drain settled promises (see
-    /// `keepPolling` in `index.js`): their callbacks often start more.
+    /// `keepPolling` in `lib/polling.js`): their callbacks often start more.
     fn keep_polling(&self) {
         let Some(hook) = self.get_ref(&self.keep_polling) else {
             return;

@@ -1,22 +1,16 @@
 //! `NativeClient`: the core client, connected in the background.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll, Waker};
-
-use futures_util::FutureExt;
-use futures_util::future::{BoxFuture, Shared};
+use napi::Env;
 use napi::bindgen_prelude::{BigInt, PromiseRaw, ToNapiValue};
-use napi::{Env, sys};
 use napi_derive::napi;
 
-use fencelock::{Client, ErrorKind, LockOptions, RetryPolicy, TlsVersion};
+use fencelock::{Client, LockOptions, RetryPolicy, TlsVersion};
 
 use crate::args::{millis, opt_millis, throw};
 use crate::bridge;
 use crate::errors;
 use crate::lock::{self, Canceller, LockHandle};
+use crate::values::{null, undefined};
 
 /// Client settings, as validated by the JavaScript layer (all optional but `nodes`).
 #[napi(object)]
@@ -82,32 +76,10 @@ pub struct NodeLockState {
     pub error: Option<String>,
 }
 
-type Connecting = Shared<BoxFuture<'static, fencelock::Result<Client>>>;
-
-/// The client once connected, or the connection under way.
-struct ClientCell {
-    ready: OnceLock<Client>,
-    connecting: Connecting,
-}
-
-impl ClientCell {
-    /// The connected client (waits for the connection on first use).
-    fn get(self: &Arc<Self>) -> impl Future<Output = fencelock::Result<Client>> + Send + 'static {
-        let cell = self.clone();
-        async move {
-            if let Some(client) = cell.ready.get() {
-                return Ok(client.clone());
-            }
-            let client = cell.connecting.clone().await?;
-            Ok(cell.ready.get_or_init(|| client).clone())
-        }
-    }
-}
-
-/// The native client behind `Client` in `index.js`.
+/// The native client behind `Client` in `lib/client.js`.
 #[napi]
 pub struct NativeClient {
-    cell: Arc<ClientCell>,
+    client: Client,
 }
 
 #[napi]
@@ -116,42 +88,18 @@ impl NativeClient {
     /// starts connecting in the background; operations wait for it.
     #[napi(constructor)]
     pub fn new(env: Env, options: ClientOptions) -> napi::Result<Self> {
-        let state = bridge::state(env.raw())?;
-        let builder = builder(&env, options)?;
-        let mut connect: BoxFuture<'static, fencelock::Result<Client>> = Box::pin(builder.build());
-        // One poll here validates the configuration (it fails before any
-        // await), so a bad URL throws from the constructor; the connection
-        // itself then goes on on the core's runtime.
-        let mut cx = Context::from_waker(Waker::noop());
-        let connecting: Connecting = match Pin::new(&mut connect).poll(&mut cx) {
-            Poll::Ready(Err(err)) => return Err(errors::throw(&env, &err)),
-            Poll::Ready(Ok(client)) => async move { Ok(client) }.boxed().shared(),
-            Poll::Pending => {
-                let _ = state; // the runtime exists: `bridge::state` made it
-                let task = fencelock::runtime_handle()
-                    .map_err(|e| errors::throw(&env, &e))?
-                    .spawn(connect);
-                async move {
-                    task.await
-                        .unwrap_or_else(|_| Err(fencelock::Error::panicked("connecting the client")))
-                }
-                .boxed()
-                .shared()
-            }
-        };
-        Ok(NativeClient {
-            cell: Arc::new(ClientCell {
-                ready: OnceLock::new(),
-                connecting,
-            }),
-        })
+        bridge::state(env.raw())?; // this thread's bridge, before any promise
+        let client = builder(&env, options)?
+            .start()
+            .map_err(|err| errors::throw(&env, &err))?;
+        Ok(NativeClient { client })
     }
 
     /// Takes the lock, waiting up to `waitMs` while it is busy; rejects with
     /// `LockTimeoutError` then (or `NotAcquiredError` when `waitMs` is 0).
     /// `canceller.cancel()` stops the wait and undoes any partial grant: the
-    /// promise rejects with a `ClosedError` ("aborted: …"), which
-    /// `Client#acquire` replaces with the `AbortSignal`'s reason.
+    /// promise rejects with a `CancelledError`, which `Client#acquire`
+    /// replaces with the `AbortSignal`'s reason.
     #[napi(ts_return_type = "Promise<unknown>")]
     #[allow(clippy::too_many_arguments)]
     pub fn acquire<'env>(
@@ -205,8 +153,8 @@ impl NativeClient {
         }
         let fence = fencelock::Fence { token, holder };
         let state = bridge::state(env.raw())?;
-        let client = self.cell.get();
-        let work = async move { client.await?.fenced_set(&key, &value, fence).await };
+        let client = self.client.clone();
+        let work = async move { client.fenced_set(&key, &value, fence).await };
         state.promise(work, |env, ()| undefined(env))
     }
 
@@ -218,8 +166,8 @@ impl NativeClient {
         key: String,
     ) -> napi::Result<PromiseRaw<'env, Option<FencedValue>>> {
         let state = bridge::state(env.raw())?;
-        let client = self.cell.get();
-        let work = async move { client.await?.fenced_get(&key).await };
+        let client = self.client.clone();
+        let work = async move { client.fenced_get(&key).await };
         state.promise(work, |env, stored| {
             let value = stored.map(|(value, token)| FencedValue {
                 value,
@@ -238,8 +186,8 @@ impl NativeClient {
         resource: String,
     ) -> napi::Result<PromiseRaw<'env, Vec<NodeLockState>>> {
         let state = bridge::state(env.raw())?;
-        let client = self.cell.get();
-        let work = async move { client.await?.inspect(&resource).await };
+        let client = self.client.clone();
+        let work = async move { client.inspect(&resource).await };
         state.promise(work, |env, states| {
             let states: Vec<NodeLockState> = states
                 .into_iter()
@@ -256,19 +204,13 @@ impl NativeClient {
         })
     }
 
-    /// Waits for the connection attempt to end (ignoring its outcome), then
-    /// refuses new operations. Held locks can still be released.
+    /// Refuses new operations from now on; resolves at once. Held locks can
+    /// still be released.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let state = bridge::state(env.raw())?;
-        let client = self.cell.get();
-        let work = async move {
-            if let Ok(client) = client.await {
-                client.close();
-            }
-            Ok(())
-        };
-        state.promise(work, |env, ()| undefined(env))
+        self.client.close();
+        state.promise(async { Ok(()) }, |env, ()| undefined(env))
     }
 }
 
@@ -282,10 +224,9 @@ impl NativeClient {
         try_once: bool,
     ) -> napi::Result<PromiseRaw<'env, T>> {
         let state = bridge::state(env.raw())?;
-        let client = self.cell.get();
-        let cancelled = canceller.map(Canceller::flag);
+        let client = self.client.clone();
+        let canceller = canceller.map(Canceller::core);
         let work = async move {
-            let client = client.await?;
             let attempt = async {
                 if try_once {
                     client.try_acquire(&resource, options).await
@@ -293,17 +234,9 @@ impl NativeClient {
                     client.acquire(&resource, options).await.map(Some)
                 }
             };
-            match cancelled {
+            match canceller {
                 None => attempt.await,
-                Some(flag) => {
-                    tokio::select! {
-                        result = attempt => result,
-                        () = flag.cancelled() => Err(fencelock::Error::new(
-                            ErrorKind::Closed,
-                            "aborted: the acquire was cancelled by its AbortSignal",
-                        )),
-                    }
-                }
+                Some(canceller) => canceller.run(attempt).await?,
             }
         };
         state.promise(work, |env, lock| match lock {
@@ -418,20 +351,5 @@ fn token_u64(env: &Env, name: &str, token: &BigInt) -> napi::Result<u64> {
             &format!("{name} must be a bigint from 0n to 2n**64n-1n"),
         ));
     }
-    Ok(value)
-}
-
-/// JavaScript `undefined`.
-pub(crate) fn undefined(env: sys::napi_env) -> napi::Result<sys::napi_value> {
-    let mut value = std::ptr::null_mut();
-    // SAFETY: on the JavaScript thread of `env`.
-    unsafe { sys::napi_get_undefined(env, &mut value) };
-    Ok(value)
-}
-
-fn null(env: sys::napi_env) -> napi::Result<sys::napi_value> {
-    let mut value = std::ptr::null_mut();
-    // SAFETY: on the JavaScript thread of `env`.
-    unsafe { sys::napi_get_null(env, &mut value) };
     Ok(value)
 }

@@ -1,6 +1,6 @@
 //! Core errors as instances of the JavaScript error classes.
 //!
-//! The classes are plain JavaScript (`index.js`: `FenceLockError` and one
+//! The classes are plain JavaScript (`lib/errors.js`: `FenceLockError` and one
 //! subclass per kind); the JavaScript layer hands this module a factory at
 //! load time (`init`), and every core error is built through it with its
 //! kind, message, resource and per-node outcomes.

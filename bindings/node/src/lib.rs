@@ -1,6 +1,6 @@
 //! The native part of the `fencelock` npm package (napi-rs).
 //!
-//! `index.js` wraps it into the public API (`Client`, `Lock`, the error
+//! `index.js` and `lib/` wrap it into the public API (`Client`, `Lock`, the error
 //! classes); this module stays small and mechanical: every operation runs on
 //! the Rust core's one internal tokio runtime and settles a promise through
 //! [`bridge`], locks carry the core's lost-lock future to an `AbortSignal`
@@ -12,6 +12,7 @@ mod bridge;
 mod client;
 mod errors;
 mod lock;
+mod values;
 
 use napi::bindgen_prelude::{BigInt, Function};
 use napi::{Env, JsValue};
@@ -42,7 +43,7 @@ pub fn init(
 /// How many of this thread's operations have a promise not settled yet
 /// (0 while the environment shuts down). With `yieldCpu`, first gives the
 /// CPU to any other thread ready to run (`sched_yield`), when any operation
-/// is pending: `index.js` polls with it. Never throws, as it is called from
+/// is pending: `lib/polling.js` polls with it. Never throws, as it is called from
 /// `setImmediate` callbacks.
 #[napi]
 pub fn pending_operations(env: Env, yield_cpu: Option<bool>) -> u32 {

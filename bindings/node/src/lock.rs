@@ -4,26 +4,23 @@
 //! The handle is a plain napi external, not a `#[napi]` class instance: a
 //! class instance costs a constructor call, `napi_wrap` and napi-rs's
 //! per-call borrow bookkeeping, the biggest cost of the JavaScript thread in
-//! an acquire+release loop (docs/performance.md). `index.js` keeps the handle in
+//! an acquire+release loop (docs/performance.md). `lib/lock.js` keeps the handle in
 //! a private field of its `Lock` class, so user code never sees it.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use napi::bindgen_prelude::{BigInt, FromNapiValue, Function, PromiseRaw};
 use napi::{Env, JsValue, Status, sys};
 use napi_derive::napi;
-use tokio::sync::Notify;
 
 use fencelock::{Lock, LockStatus};
 
 use crate::args::millis;
 use crate::bridge;
-use crate::client::undefined;
+use crate::values::undefined;
 
 /// A lost-lock watcher: its callback id and its task on the core's runtime.
 struct Watcher {
@@ -200,37 +197,12 @@ pub fn lock_release<'env>(env: &'env Env, handle: LockHandle) -> napi::Result<Pr
     })
 }
 
-/// The flag a [`Canceller`] raises.
-pub(crate) struct CancelFlag {
-    raised: AtomicBool,
-    notify: Notify,
-}
-
-impl CancelFlag {
-    /// Resolves once the flag is raised.
-    pub(crate) async fn cancelled(&self) {
-        loop {
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.raised.load(Ordering::Acquire) {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// Cancels a waiting `acquire` (the JavaScript layer wires it to an `AbortSignal`).
+/// Cancels a waiting `acquire` (the JavaScript layer wires it to an
+/// `AbortSignal`): the core's [`fencelock::Canceller`].
 #[napi]
+#[derive(Default)]
 pub struct Canceller {
-    flag: Arc<CancelFlag>,
-}
-
-impl Default for Canceller {
-    fn default() -> Self {
-        Self::new()
-    }
+    inner: fencelock::Canceller,
 }
 
 #[napi]
@@ -238,24 +210,19 @@ impl Canceller {
     /// A canceller not yet raised.
     #[napi(constructor)]
     pub fn new() -> Self {
-        Canceller {
-            flag: Arc::new(CancelFlag {
-                raised: AtomicBool::new(false),
-                notify: Notify::new(),
-            }),
-        }
+        Self::default()
     }
 
     /// Stops the acquire this canceller was given to.
     #[napi]
     pub fn cancel(&self) {
-        self.flag.raised.store(true, Ordering::Release);
-        self.flag.notify.notify_waiters();
+        self.inner.cancel();
     }
 }
 
 impl Canceller {
-    pub(crate) fn flag(&self) -> Arc<CancelFlag> {
-        self.flag.clone()
+    /// The core's canceller, to run an operation under.
+    pub(crate) fn core(&self) -> fencelock::Canceller {
+        self.inner.clone()
     }
 }

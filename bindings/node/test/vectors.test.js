@@ -36,7 +36,7 @@ test('limits are the vectors', () => {
   assert.equal(fencelock.MAX_HOLDER_ID, BigInt(/"max_holder_id": (\d+)/.exec(VECTORS_TEXT)[1]))
 })
 
-/** The error class of a kind, by the naming rule in index.js. */
+/** The error class of a kind, by the naming rule in lib/errors.js. */
 function className(kind) {
   const camel = kind
     .split('_')

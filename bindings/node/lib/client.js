@@ -1,0 +1,146 @@
+'use strict'
+
+const native = require('../native.js')
+const { LIMITS, describe, text, resourceArg, ACQUIRE_OPTIONS, TRY_OPTIONS, lockArgs, clientArgs } = require('./args.js')
+const { fenceArg } = require('./fence.js')
+const { toLock, asyncDispose } = require('./lock.js')
+
+/**
+ * A client of one Redis node (single-node lock) or of N independent masters
+ * (Redlock). Connects in the background; operations wait for it.
+ */
+class Client {
+  #native
+
+  /** @param {import('../index').ClientOptions} options */
+  constructor(options) {
+    this.#native = new native.NativeClient(clientArgs(options))
+  }
+
+  /** Takes the lock, waiting up to `wait` ms (default 10 s) while it is busy. */
+  acquire(resource, options) {
+    let args
+    try {
+      resourceArg(resource)
+      args = lockArgs(options, ACQUIRE_OPTIONS)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    const signal = args[5]
+    if (signal === undefined) {
+      return this.#native.acquire(resource, args[0], args[1], args[2], args[3], args[4]).then(toLock)
+    }
+    return this.#acquireWithSignal(resource, args, signal)
+  }
+
+  async #acquireWithSignal(resource, args, signal) {
+    signal.throwIfAborted()
+    const canceller = new native.Canceller()
+    const onAbort = () => canceller.cancel()
+    signal.addEventListener('abort', onAbort, { once: true })
+    let lock
+    try {
+      lock = toLock(await this.#native.acquire(resource, args[0], args[1], args[2], args[3], args[4], canceller))
+    } catch (error) {
+      if (signal.aborted) throw signal.reason
+      throw error
+    } finally {
+      signal.removeEventListener('abort', onAbort)
+    }
+    if (signal.aborted) {
+      // The grant won the race with the abort: nobody wants this lock now.
+      // Release it rather than leave its key blocking the resource for its ttl.
+      lock.release().catch(() => {})
+      throw signal.reason
+    }
+    return lock
+  }
+
+  /** One attempt: the lock, or `null` when it is held elsewhere. */
+  tryAcquire(resource, options) {
+    let args
+    try {
+      resourceArg(resource)
+      args = lockArgs(options, TRY_OPTIONS)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return this.#native.tryAcquire(resource, args[0], args[2], args[3], args[4]).then(toLock)
+  }
+
+  /**
+   * Runs `fn(signal, lock)` while holding the lock on `resource`: `signal`
+   * aborts if the lock is lost; the lock is released when `fn` returns or
+   * throws. Resolves with what `fn` returns.
+   */
+  async using(resource, options, fn) {
+    if (typeof options === 'function' && fn === undefined) {
+      fn = options
+      options = undefined
+    }
+    if (typeof fn !== 'function') throw new TypeError(`fn must be a function, got ${describe(fn)}`)
+    const lock = await this.acquire(resource, options)
+    let result
+    try {
+      result = await fn(lock.signal, lock)
+    } catch (error) {
+      await lock[asyncDispose]().catch(() => {})
+      throw error
+    }
+    await lock[asyncDispose]()
+    return result
+  }
+
+  /**
+   * Writes `value` to the Redis hash `key` on the first node only if `fence`
+   * (`lock.fence`) is newer than the last write's: a larger token, or the
+   * same token from the same grant. A bare token (bigint) writes only where
+   * every stored token is older. Otherwise rejects with `StaleTokenError`.
+   */
+  fencedSet(key, value, fence) {
+    let checked
+    try {
+      text('key', key, { maxBytes: LIMITS.maxResourceLen })
+      if (typeof value !== 'string') throw new TypeError(`value must be a string, got ${describe(value)}`)
+      checked = fenceArg(fence)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return this.#native.fencedSet(key, value, checked.token, checked.holder)
+  }
+
+  /** Reads what `fencedSet` stored: `{ value, fencingToken }`, or `null`. */
+  fencedGet(key) {
+    try {
+      text('key', key, { maxBytes: LIMITS.maxResourceLen })
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return this.#native.fencedGet(key)
+  }
+
+  /** Each node's view of `resource`: held, ttl, fencing counter (for operators). */
+  inspect(resource) {
+    try {
+      resourceArg(resource)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return this.#native.inspect(resource)
+  }
+
+  /**
+   * Refuses new operations (they reject with `ClosedError`). Held locks can
+   * still be released. Nothing keeps the process alive afterwards.
+   */
+  close() {
+    return this.#native.close()
+  }
+
+  /** `await using client = new Client(…)` closes it at block exit. */
+  [asyncDispose]() {
+    return this.close()
+  }
+}
+
+module.exports = { Client }

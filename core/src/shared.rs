@@ -1,0 +1,73 @@
+//! What a [`Client`](crate::Client) and the locks it hands out share.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::backoff::RetryPolicy;
+use crate::error::{Error, ErrorKind, Result};
+use crate::node_set::NodeSet;
+use crate::options::LockDefaults;
+use crate::runtime;
+use crate::startup::Startup;
+use crate::watchdog::Watchdog;
+
+/// A client's nodes, settings and background machinery.
+pub(crate) struct ClientShared {
+    pub(crate) nodes: Arc<NodeSet>,
+    pub(crate) key_prefix: String,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) defaults: LockDefaults,
+    pub(crate) watchdog: Watchdog,
+    /// How long background clean-up may wait for a node's connection.
+    pub(crate) connect_timeout: Duration,
+    pub(crate) startup: Startup,
+    pid: u32,
+    closed: AtomicBool,
+}
+
+impl ClientShared {
+    pub(crate) fn new(
+        nodes: Arc<NodeSet>,
+        key_prefix: String,
+        retry: RetryPolicy,
+        defaults: LockDefaults,
+        connect_timeout: Duration,
+    ) -> Result<Self> {
+        let runtime = runtime::handle()?;
+        Ok(ClientShared {
+            watchdog: Watchdog::start(nodes.clone(), &runtime),
+            startup: Startup::spawn(nodes.clone(), &runtime),
+            nodes,
+            key_prefix,
+            retry,
+            defaults,
+            connect_timeout,
+            pid: runtime::current_pid(),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Fails in a forked child: the parent's connections and tasks are not there.
+    pub(crate) fn ensure_usable(&self) -> Result<()> {
+        runtime::ensure_same_process(self.pid, "fencelock client")
+    }
+
+    /// Fails when the client is closed or unusable; otherwise waits for its
+    /// first connection and fails with what a node refused then.
+    pub(crate) async fn ready(&self) -> Result<()> {
+        self.ensure_usable()?;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::new(
+                ErrorKind::Closed,
+                "the client is closed; build a new one",
+            ));
+        }
+        self.startup.finished().await
+    }
+
+    /// Refuses new operations from now on.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}
