@@ -10,9 +10,10 @@ use crate::fenced::{Fence, new_holder_id};
 use crate::fencing::{FencingToken, MAX_FENCING_TOKEN, raise_to};
 use crate::keys::LockKeys;
 use crate::lease::Leases;
-use crate::lock::{Lock, LockState};
+use crate::lock::Lock;
+use crate::lock_state::LockState;
 use crate::node::{Reply, as_i64};
-use crate::node_set::{NodeSet, unexpected};
+use crate::node_set::NodeSet;
 use crate::options::Resolved;
 use crate::quorum::Decided;
 use crate::scripts;
@@ -190,7 +191,7 @@ fn describe_acquire(value: &redis::Value) -> NodeOutcome {
                  see docs/protocol.md section 2.2"
             ),
         }),
-        _ => unexpected(value),
+        _ => NodeOutcome::unexpected_reply(value),
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 use crate::client::NodeLockState;
 use crate::config::ClientBuilder;
 use crate::error::Result;
-use crate::lock::{LockStatus, LossReason};
+use crate::lock_state::{LockStatus, LossReason};
 use crate::options::LockOptions;
 use crate::runtime::block_on;
 

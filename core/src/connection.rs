@@ -155,7 +155,7 @@ impl Direct {
 /// still works through the `EVAL` fallback), and asks whether the node runs
 /// AOF (see [`crate::persistence`]).
 async fn preload(conn: &mut MultiplexedConnection) -> Persistence {
-    let mut pipe = crate::node::pipeline();
+    let mut pipe = pipeline();
     for script in crate::scripts::all() {
         pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
     }
@@ -182,7 +182,7 @@ impl Connection {
         }
     }
 
-    /// Every command's reply of a pipeline made by [`crate::node::pipeline`]:
+    /// Every command's reply of a pipeline made by [`pipeline`]:
     /// one round trip on a single node; on a cluster, concurrent requests (a
     /// cluster pipeline would span slots), which its multiplexed connections
     /// pipeline per shard.
@@ -197,10 +197,7 @@ impl Connection {
                 futures_util::future::join_all(requests).await
             }
         };
-        Ok(replies
-            .into_iter()
-            .map(crate::node::server_error_as_err)
-            .collect())
+        Ok(replies.into_iter().map(server_error_as_err).collect())
     }
 }
 
@@ -603,4 +600,20 @@ impl Drop for Attempt {
 /// Errors that mean the socket is gone (rather than an error reply).
 fn is_broken(err: &RedisError) -> bool {
     err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error()
+}
+
+/// Error replies may arrive as values; treat them as errors in one place.
+pub(crate) fn server_error_as_err(result: RedisResult<Value>) -> RedisResult<Value> {
+    match result {
+        Ok(Value::ServerError(err)) => Err(err.into()),
+        other => other,
+    }
+}
+
+/// An empty pipeline that returns each command's error in place instead of
+/// failing as a whole, as `Node::eval_pipeline` expects.
+pub(crate) fn pipeline() -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    pipe
 }

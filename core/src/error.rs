@@ -113,6 +113,14 @@ pub struct NodeFailure {
 }
 
 impl NodeOutcome {
+    /// The outcome of a script reply the protocol does not allow.
+    pub(crate) fn unexpected_reply(value: &redis::Value) -> Self {
+        NodeOutcome::Failed(NodeFailure {
+            kind: ErrorKind::Unavailable,
+            detail: format!("unexpected script reply {value:?}; is another program using fencelock's keys?"),
+        })
+    }
+
     /// The stable name of this outcome: `"ok"`, `"held_by_other"`, `"missing"`,
     /// `"timed_out"`, `"failed"` or `"pending"`.
     pub fn name(&self) -> &'static str {

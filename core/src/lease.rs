@@ -25,8 +25,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::compare_and_act::CompareAndAct;
 use crate::node::Delivery;
-use crate::node_set::CompareAndAct;
 use crate::quorum::Quorum;
 
 /// Every node's copy of one lock's key, as far as the client knows.

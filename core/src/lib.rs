@@ -50,6 +50,7 @@ mod backoff;
 pub mod blocking;
 mod cancel;
 mod client;
+mod compare_and_act;
 mod config;
 mod connection;
 mod deadline;
@@ -60,6 +61,7 @@ mod fencing;
 mod keys;
 mod lease;
 mod lock;
+mod lock_state;
 mod node;
 mod node_set;
 mod options;
@@ -82,7 +84,8 @@ pub use error::{Error, ErrorKind, NodeFailure, NodeOutcome, NodeReport, Result};
 pub use fenced::{Fence, MAX_HOLDER_ID};
 pub use fencing::MAX_FENCING_TOKEN;
 pub use keys::{DEFAULT_PREFIX, MAX_PREFIX_LEN, MAX_RESOURCE_LEN};
-pub use lock::{Lock, LockStatus, LossReason, Unclaimed};
+pub use lock::{Lock, Unclaimed};
+pub use lock_state::{LockStatus, LossReason};
 pub use options::{LockOptions, MAX_TTL, MAX_WAIT, MIN_TTL};
 pub use runtime::{
     DEFAULT_WORKER_THREADS, MAX_WORKER_THREADS, WORKER_THREADS_ENV, block_on, handle as runtime_handle,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, ConnectionAddr, RedisError, RedisResult, Value};
 
-use crate::connection::{Direct, Factory, Home, Live, Sent, Slot, tcp_settings};
+use crate::connection::{Direct, Factory, Home, Live, Sent, Slot, server_error_as_err, tcp_settings};
 use crate::deadline::{Elapsed, within};
 use crate::endpoint::{Endpoint, Topology};
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, classify_redis_error};
@@ -303,27 +303,11 @@ impl Prepared {
     }
 }
 
-/// Error replies may arrive as values; treat them as errors in one place.
-pub(crate) fn server_error_as_err(result: RedisResult<Value>) -> RedisResult<Value> {
-    match result {
-        Ok(Value::ServerError(err)) => Err(err.into()),
-        other => other,
-    }
-}
-
 fn reply_from(result: RedisResult<Value>) -> Reply {
     match server_error_as_err(result) {
         Ok(value) => Ok(value),
         Err(err) => Err(NodeOutcome::Failed(classify_redis_error(&err))),
     }
-}
-
-/// An empty pipeline that returns each command's error in place instead of
-/// failing as a whole, as [`Node::eval_pipeline`] expects.
-pub(crate) fn pipeline() -> redis::Pipeline {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    pipe
 }
 
 /// The `EVALSHA` command for one script call.

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::background::Background;
+use crate::compare_and_act::{CompareAndAct, compare_and_act, read_compare_and_act};
 use crate::error::{NodeOutcome, NodeReport};
 use crate::lease::{Leases, Outcome, Validity};
-use crate::node::{Delivery, Node, Prepared, Reply, as_i64};
+use crate::node::{Delivery, Node, Prepared, Reply};
 use crate::quorum::{Decided, Quorum, by_quorum, decide, gather};
 use crate::scripts::LuaScript;
 
@@ -19,14 +20,6 @@ pub(crate) struct NodeSet {
     /// Clean-ups running in the background (the undo of abandoned acquire
     /// attempts, the rest of a release), so a process about to exit can wait for them.
     pub(crate) background: Arc<Background>,
-}
-
-/// One node's answer to a compare-and-act script (release, extend).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CompareAndAct {
-    Done,
-    HeldByOther,
-    Missing,
 }
 
 impl NodeSet {
@@ -229,38 +222,6 @@ pub(crate) fn outcome(generation: Option<u32>, reply: Option<&Reply>) -> Outcome
             answer: None,
         },
     }
-}
-
-/// Reads the reply of a compare-and-act script (1 done, 0 other owner, -1 missing).
-pub(crate) fn compare_and_act(reply: &Reply) -> Option<CompareAndAct> {
-    reply.as_ref().ok().and_then(read_compare_and_act)
-}
-
-fn read_compare_and_act(value: &redis::Value) -> Option<CompareAndAct> {
-    match as_i64(value) {
-        Some(1) => Some(CompareAndAct::Done),
-        Some(0) => Some(CompareAndAct::HeldByOther),
-        Some(-1) => Some(CompareAndAct::Missing),
-        _ => None,
-    }
-}
-
-/// The node outcome a compare-and-act reply stands for.
-pub(crate) fn describe_compare_and_act(value: &redis::Value) -> NodeOutcome {
-    match read_compare_and_act(value) {
-        Some(CompareAndAct::Done) => NodeOutcome::Ok,
-        Some(CompareAndAct::HeldByOther) => NodeOutcome::HeldByOther,
-        Some(CompareAndAct::Missing) => NodeOutcome::Missing,
-        None => unexpected(value),
-    }
-}
-
-/// An outcome for a reply that the protocol does not allow.
-pub(crate) fn unexpected(value: &redis::Value) -> NodeOutcome {
-    NodeOutcome::Failed(crate::error::NodeFailure {
-        kind: crate::ErrorKind::Unavailable,
-        detail: format!("unexpected script reply {value:?}; is another program using fencelock's keys?"),
-    })
 }
 
 /// Tallies compare-and-act replies: (done, definitely not ours, any held by other).

@@ -17,10 +17,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::compare_and_act::{CompareAndAct, compare_and_act};
+use crate::connection::pipeline;
 use crate::error::NodeOutcome;
-use crate::lock::{LockState, LockStatus, LossReason, Timing};
-use crate::node::{Node, Reply, eval_cmd, evalsha_cmd, pipeline};
-use crate::node_set::{CompareAndAct, NodeSet, compare_and_act, outcome, tally};
+use crate::lock_state::{JobKey, LockState, LockStatus, LossReason, Timing};
+use crate::node::{Node, Reply, eval_cmd, evalsha_cmd};
+use crate::node_set::{NodeSet, outcome, tally};
 use crate::quorum::gather;
 use crate::scripts::{self, LuaScript};
 
@@ -32,13 +34,6 @@ const BATCH_SLACK_DIVISOR: u32 = 10;
 
 /// The shortest wait before retrying a renewal that failed transiently.
 const MIN_RETRY: Duration = Duration::from_millis(10);
-
-/// Where a job sits in the schedule; unique per job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct JobKey {
-    due: Instant,
-    seq: u64,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum JobKind {
