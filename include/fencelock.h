@@ -218,48 +218,6 @@ typedef int32_t fencelock_status;
 #endif // __cplusplus
 
 /**
- * What one node answered, in a [`fencelock_error`]
- * (`tests/vectors/protocol.json`, `node_outcomes`).
- */
-enum fencelock_node_outcome
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : int32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-  /**
-   * The node did what was asked.
-   */
-  FENCELOCK_NODE_OK = 0,
-  /**
-   * Another owner holds the key on this node.
-   */
-  FENCELOCK_NODE_HELD_BY_OTHER = 1,
-  /**
-   * The key does not exist on this node.
-   */
-  FENCELOCK_NODE_MISSING = 2,
-  /**
-   * No reply within the per-node timeout.
-   */
-  FENCELOCK_NODE_TIMED_OUT = 3,
-  /**
-   * The node answered with an error or could not be reached (see the detail).
-   */
-  FENCELOCK_NODE_FAILED = 4,
-  /**
-   * The decision was reached before this node answered.
-   */
-  FENCELOCK_NODE_PENDING = 5,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum fencelock_node_outcome fencelock_node_outcome;
-#else
-typedef int32_t fencelock_node_outcome;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-/**
  * What happened.
  */
 enum fencelock_event_kind
@@ -314,6 +272,48 @@ enum fencelock_loss_reason
 typedef enum fencelock_loss_reason fencelock_loss_reason;
 #else
 typedef int32_t fencelock_loss_reason;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * What one node answered, in a [`fencelock_error`]
+ * (`tests/vectors/protocol.json`, `node_outcomes`).
+ */
+enum fencelock_node_outcome
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The node did what was asked.
+   */
+  FENCELOCK_NODE_OK = 0,
+  /**
+   * Another owner holds the key on this node.
+   */
+  FENCELOCK_NODE_HELD_BY_OTHER = 1,
+  /**
+   * The key does not exist on this node.
+   */
+  FENCELOCK_NODE_MISSING = 2,
+  /**
+   * No reply within the per-node timeout.
+   */
+  FENCELOCK_NODE_TIMED_OUT = 3,
+  /**
+   * The node answered with an error or could not be reached (see the detail).
+   */
+  FENCELOCK_NODE_FAILED = 4,
+  /**
+   * The decision was reached before this node answered.
+   */
+  FENCELOCK_NODE_PENDING = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum fencelock_node_outcome fencelock_node_outcome;
+#else
+typedef int32_t fencelock_node_outcome;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -598,6 +598,53 @@ fencelock_status fencelock_client_new(const char *const *urls,
 void fencelock_client_free(struct fencelock_client *client);
 
 /**
+ * Sends this client's events to `callback` (on fencelock's callback thread)
+ * instead of the queue; NULL goes back to queueing. Events queued before
+ * are delivered to the new callback first, in order; with NULL, events not
+ * delivered yet stay queued for [`fencelock_client_next_event`].
+ *
+ * `user_data` is passed back untouched and must be usable from another
+ * thread. When this returns, no call of the callback it replaced (or
+ * cleared) is running or can start, so the old `user_data` may be freed
+ * right away: for that it waits while such a call is in progress (so do not
+ * call it while holding a lock that callback takes). Called from inside a
+ * fencelock callback it returns at once: calls run one at a time, so the
+ * only call that can be in progress is the caller's own. A callback may thus
+ * clear itself and free its own `user_data`, as long as it does not touch
+ * it afterwards.
+ *
+ * Fails with `FENCELOCK_STATUS_CLOSED` if the callback thread cannot be
+ * started. Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `callback` is NULL or a function with this signature.
+ */
+fencelock_status fencelock_client_set_event_callback(const struct fencelock_client *client,
+                                                     fencelock_event_callback callback,
+                                                     void *user_data);
+
+/**
+ * Takes the next queued event, waiting up to `timeout_ms` (0: just look).
+ *
+ * On `FENCELOCK_STATUS_OK`, `*event` is filled in and owns its `resource`
+ * string: release it with [`fencelock_event_clear`]. Returns
+ * `FENCELOCK_STATUS_TIMEOUT` (and leaves `*event` alone) when no event came
+ * in time, and `FENCELOCK_STATUS_WOULD_BLOCK` when called with a non-zero
+ * timeout on a thread of an async runtime. While an event callback is set,
+ * events are the callback's: this finds none.
+ *
+ * Blocks the calling thread up to `timeout_ms` (from a fencelock callback
+ * too, holding up later callbacks). Thread-safe: each event goes to exactly
+ * one caller.
+ *
+ * # Safety
+ * `client` is NULL or live; `event` is NULL or writable.
+ */
+fencelock_status fencelock_client_next_event(const struct fencelock_client *client,
+                                             uint64_t timeout_ms,
+                                             struct fencelock_event *event);
+
+/**
  * The status `error` describes; `FENCELOCK_STATUS_NULL_ARGUMENT` when `error` is NULL.
  *
  * `error`: borrowed, may be NULL. Never blocks; thread-safe.
@@ -656,53 +703,6 @@ fencelock_status fencelock_error_node(const struct fencelock_error *error,
  * not be used afterwards (nor the strings read from it).
  */
 void fencelock_error_free(struct fencelock_error *error);
-
-/**
- * Sends this client's events to `callback` (on fencelock's callback thread)
- * instead of the queue; NULL goes back to queueing. Events queued before
- * are delivered to the new callback first, in order; with NULL, events not
- * delivered yet stay queued for [`fencelock_client_next_event`].
- *
- * `user_data` is passed back untouched and must be usable from another
- * thread. When this returns, no call of the callback it replaced (or
- * cleared) is running or can start, so the old `user_data` may be freed
- * right away: for that it waits while such a call is in progress (so do not
- * call it while holding a lock that callback takes). Called from inside a
- * fencelock callback it returns at once: calls run one at a time, so the
- * only call that can be in progress is the caller's own. A callback may thus
- * clear itself and free its own `user_data`, as long as it does not touch
- * it afterwards.
- *
- * Fails with `FENCELOCK_STATUS_CLOSED` if the callback thread cannot be
- * started. Thread-safe.
- *
- * # Safety
- * `client` is NULL or live; `callback` is NULL or a function with this signature.
- */
-fencelock_status fencelock_client_set_event_callback(const struct fencelock_client *client,
-                                                     fencelock_event_callback callback,
-                                                     void *user_data);
-
-/**
- * Takes the next queued event, waiting up to `timeout_ms` (0: just look).
- *
- * On `FENCELOCK_STATUS_OK`, `*event` is filled in and owns its `resource`
- * string: release it with [`fencelock_event_clear`]. Returns
- * `FENCELOCK_STATUS_TIMEOUT` (and leaves `*event` alone) when no event came
- * in time, and `FENCELOCK_STATUS_WOULD_BLOCK` when called with a non-zero
- * timeout on a thread of an async runtime. While an event callback is set,
- * events are the callback's: this finds none.
- *
- * Blocks the calling thread up to `timeout_ms` (from a fencelock callback
- * too, holding up later callbacks). Thread-safe: each event goes to exactly
- * one caller.
- *
- * # Safety
- * `client` is NULL or live; `event` is NULL or writable.
- */
-fencelock_status fencelock_client_next_event(const struct fencelock_client *client,
-                                             uint64_t timeout_ms,
-                                             struct fencelock_event *event);
 
 /**
  * Frees the strings an event from [`fencelock_client_next_event`] owns and
@@ -988,6 +988,33 @@ fencelock_status fencelock_lock_release(const struct fencelock_lock *lock,
 void fencelock_lock_free(struct fencelock_lock *lock);
 
 /**
+ * Calls `callback(user_data, reason)` once when `lock` is lost, on
+ * fencelock's callback thread; at once (there) if it is lost already. Never
+ * called after the lock was released. A second call replaces the callback;
+ * NULL clears it. A loss reported here does not also go to the client's
+ * event callback or queue (one lost before its callback was set does).
+ *
+ * `user_data` is passed back untouched and must be usable from another
+ * thread. When this returns, or when `fencelock_lock_free` returns, no call
+ * of the replaced (or freed) callback runs or can start, so its `user_data`
+ * may be freed: for that both wait while such a call is in progress (so do
+ * not call them holding a lock that callback takes). From inside a fencelock
+ * callback they return at once (the only call in progress is the caller's
+ * own).
+ *
+ * Errors: `NULL_ARGUMENT` (`lock`); `CLOSED` if the callback thread cannot
+ * be started. Never blocks beyond the wait above. Thread-safe.
+ *
+ * # Safety
+ * `lock` is NULL or live; `callback` is NULL or a function with this
+ * signature; `error` is NULL or writable.
+ */
+fencelock_status fencelock_lock_on_lost(const struct fencelock_lock *lock,
+                                        fencelock_lost_callback callback,
+                                        void *user_data,
+                                        struct fencelock_error **error);
+
+/**
  * Creates lock options with a ttl of `ttl_ms` and every other field unset.
  *
  * `out` receives the new object (NULL → `FENCELOCK_STATUS_NULL_ARGUMENT`).
@@ -1046,33 +1073,6 @@ fencelock_status fencelock_lock_options_set_max_hold_ms(struct fencelock_lock_op
  */
 fencelock_status fencelock_lock_options_set_max_renewals(struct fencelock_lock_options *options,
                                                          uint32_t max_renewals);
-
-/**
- * Calls `callback(user_data, reason)` once when `lock` is lost, on
- * fencelock's callback thread; at once (there) if it is lost already. Never
- * called after the lock was released. A second call replaces the callback;
- * NULL clears it. A loss reported here does not also go to the client's
- * event callback or queue (one lost before its callback was set does).
- *
- * `user_data` is passed back untouched and must be usable from another
- * thread. When this returns, or when `fencelock_lock_free` returns, no call
- * of the replaced (or freed) callback runs or can start, so its `user_data`
- * may be freed: for that both wait while such a call is in progress (so do
- * not call them holding a lock that callback takes). From inside a fencelock
- * callback they return at once (the only call in progress is the caller's
- * own).
- *
- * Errors: `NULL_ARGUMENT` (`lock`); `CLOSED` if the callback thread cannot
- * be started. Never blocks beyond the wait above. Thread-safe.
- *
- * # Safety
- * `lock` is NULL or live; `callback` is NULL or a function with this
- * signature; `error` is NULL or writable.
- */
-fencelock_status fencelock_lock_on_lost(const struct fencelock_lock *lock,
-                                        fencelock_lost_callback callback,
-                                        void *user_data,
-                                        struct fencelock_error **error);
 
 /**
  * Starts taking the lock on `resource` (as [`crate::fencelock_acquire`],

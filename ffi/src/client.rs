@@ -1,14 +1,14 @@
 //! `fencelock_client`: a connection to one Redis node or a Redlock set.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
 use fencelock::{Client, ClientBuilder};
 
 use crate::args;
-use crate::boundary::{Failure, FfiResult, boundary};
+use crate::boundary::{Failure, FfiResult, boundary, boundary_status};
 use crate::error::fencelock_error;
-use crate::events::EventHub;
+use crate::events::{EventHub, fencelock_event, fencelock_event_callback};
 use crate::options::fencelock_options;
 use crate::status::fencelock_status;
 
@@ -115,4 +115,80 @@ pub unsafe extern "C" fn fencelock_client_free(client: *mut fencelock_client) {
         // whose user_data the caller may free next.
         client.events.unsubscribe();
     }
+}
+
+/// Sends this client's events to `callback` (on fencelock's callback thread)
+/// instead of the queue; NULL goes back to queueing. Events queued before
+/// are delivered to the new callback first, in order; with NULL, events not
+/// delivered yet stay queued for [`fencelock_client_next_event`].
+///
+/// `user_data` is passed back untouched and must be usable from another
+/// thread. When this returns, no call of the callback it replaced (or
+/// cleared) is running or can start, so the old `user_data` may be freed
+/// right away: for that it waits while such a call is in progress (so do not
+/// call it while holding a lock that callback takes). Called from inside a
+/// fencelock callback it returns at once: calls run one at a time, so the
+/// only call that can be in progress is the caller's own. A callback may thus
+/// clear itself and free its own `user_data`, as long as it does not touch
+/// it afterwards.
+///
+/// Fails with `FENCELOCK_STATUS_CLOSED` if the callback thread cannot be
+/// started. Thread-safe.
+///
+/// # Safety
+/// `client` is NULL or live; `callback` is NULL or a function with this signature.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_client_set_event_callback(
+    client: *const fencelock_client,
+    callback: fencelock_event_callback,
+    user_data: *mut c_void,
+) -> fencelock_status {
+    boundary_status(|| {
+        // SAFETY: per the contract.
+        let client = unsafe { args::object(client, "client") }?;
+        client.events.set_callback(callback, user_data)
+    })
+}
+
+/// Takes the next queued event, waiting up to `timeout_ms` (0: just look).
+///
+/// On `FENCELOCK_STATUS_OK`, `*event` is filled in and owns its `resource`
+/// string: release it with [`fencelock_event_clear`]. Returns
+/// `FENCELOCK_STATUS_TIMEOUT` (and leaves `*event` alone) when no event came
+/// in time, and `FENCELOCK_STATUS_WOULD_BLOCK` when called with a non-zero
+/// timeout on a thread of an async runtime. While an event callback is set,
+/// events are the callback's: this finds none.
+///
+/// Blocks the calling thread up to `timeout_ms` (from a fencelock callback
+/// too, holding up later callbacks). Thread-safe: each event goes to exactly
+/// one caller.
+///
+/// # Safety
+/// `client` is NULL or live; `event` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_client_next_event(
+    client: *const fencelock_client,
+    timeout_ms: u64,
+    event: *mut fencelock_event,
+) -> fencelock_status {
+    boundary_status(|| {
+        // SAFETY: per the contract.
+        let client = unsafe { args::object(client, "client") }?;
+        let out = args::out(event, "event")?;
+        if timeout_ms > 0 && tokio::runtime::Handle::try_current().is_ok() {
+            return Err(Failure::new(
+                fencelock_status::FENCELOCK_STATUS_WOULD_BLOCK,
+                "fencelock_client_next_event would block a thread of an async runtime; poll with timeout 0 here",
+            ));
+        }
+        let next = client.events.next(args::millis(timeout_ms)).ok_or_else(|| {
+            Failure::new(
+                fencelock_status::FENCELOCK_STATUS_TIMEOUT,
+                format!("no event within {timeout_ms} ms"),
+            )
+        })?;
+        // SAFETY: checked non-NULL; the caller promised it is writable.
+        unsafe { out.write(next.into_owned()) };
+        Ok(())
+    })
 }

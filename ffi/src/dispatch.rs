@@ -23,6 +23,7 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -203,5 +204,23 @@ mod tests {
             &Dispatcher::get().unwrap(),
             &Dispatcher::get().unwrap()
         ));
+    }
+}
+
+/// The caller's `user_data`, carried to the callback thread.
+#[derive(Clone, Copy)]
+pub(crate) struct UserData(pub(crate) *mut c_void);
+
+// SAFETY: the header requires `user_data` to be usable from any thread; we
+// never dereference it, only hand it back.
+unsafe impl Send for UserData {}
+// SAFETY: as above.
+unsafe impl Sync for UserData {}
+
+impl UserData {
+    /// The pointer. A method, so closures capture the `Send` wrapper rather
+    /// than the raw field.
+    pub(crate) fn get(self) -> *mut c_void {
+        self.0
     }
 }

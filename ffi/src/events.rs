@@ -7,18 +7,9 @@ use std::ffi::{CString, c_char, c_void};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use fencelock::{Lock, LossReason};
-use tokio::task::AbortHandle;
-
-use crate::args;
-use crate::boundary::{Failure, FfiResult, boundary_status};
-use crate::client::fencelock_client;
-use crate::dispatch::{Call, Dispatcher, wait_for_replaced_calls};
-use crate::error::c_string;
-use crate::lost::LostCallback;
-use crate::names;
-use crate::operation::UserData;
-use crate::status::fencelock_status;
+use crate::boundary::FfiResult;
+use crate::dispatch::{Call, Dispatcher, UserData, wait_for_replaced_calls};
+use crate::loss_reason::fencelock_loss_reason;
 
 /// Events kept for `fencelock_client_next_event`; beyond this the oldest are
 /// dropped (with a warning in the log) so a client nobody polls cannot grow
@@ -31,31 +22,6 @@ pub const FENCELOCK_MAX_QUEUED_EVENTS: usize = 1024;
 pub enum fencelock_event_kind {
     /// A held lock was lost: stop touching what it protects.
     FENCELOCK_EVENT_LOCK_LOST = 1,
-}
-
-/// Why a lock was lost (`tests/vectors/protocol.json`, `loss_reasons`).
-#[repr(i32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::VariantArray, strum::IntoStaticStr)]
-pub enum fencelock_loss_reason {
-    /// A renewal found the key missing on a majority (deleted, evicted, node restarted empty).
-    FENCELOCK_LOSS_DELETED = 1,
-    /// A renewal found another owner's token on a majority.
-    FENCELOCK_LOSS_TAKEN_OVER = 2,
-    /// Renewals kept failing (nodes unreachable) until the validity ran out.
-    FENCELOCK_LOSS_UNREACHABLE = 3,
-    /// The lease ran out without renewal (auto-renew off, or a renewal limit reached).
-    FENCELOCK_LOSS_EXPIRED = 4,
-    /// A reason added by a later version of fencelock.
-    FENCELOCK_LOSS_OTHER = 99,
-}
-
-/// What every `fencelock_loss_reason` variant's name starts with.
-pub(crate) const LOSS_PREFIX: &str = "FENCELOCK_LOSS_";
-
-impl From<LossReason> for fencelock_loss_reason {
-    fn from(reason: LossReason) -> Self {
-        names::by_core_name(LOSS_PREFIX, reason.name()).unwrap_or(fencelock_loss_reason::FENCELOCK_LOSS_OTHER)
-    }
 }
 
 /// One event. The lock is identified by its resource and fencing token
@@ -87,13 +53,24 @@ pub type fencelock_event_callback =
     Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const fencelock_event)>;
 
 /// An event on its way to C.
-struct LostEvent {
-    resource: CString,
-    fencing_token: u64,
-    reason: fencelock_loss_reason,
+pub(crate) struct LostEvent {
+    pub(crate) resource: CString,
+    pub(crate) fencing_token: u64,
+    pub(crate) reason: fencelock_loss_reason,
 }
 
 impl LostEvent {
+    /// The event as C sees it, owning `resource`
+    /// ([`fencelock_event_clear`] frees it).
+    pub(crate) fn into_owned(self) -> fencelock_event {
+        fencelock_event {
+            kind: fencelock_event_kind::FENCELOCK_EVENT_LOCK_LOST,
+            reason: self.reason,
+            fencing_token: self.fencing_token,
+            resource: self.resource.into_raw(),
+        }
+    }
+
     /// The event as C sees it, borrowing `resource` from `self`.
     fn borrowed(&self) -> fencelock_event {
         fencelock_event {
@@ -158,6 +135,25 @@ impl EventHub {
         self.subscribe(None);
     }
 
+    /// Sends events to `callback` (NULL: back to the queue) as
+    /// [`crate::fencelock_client_set_event_callback`] documents.
+    pub(crate) fn set_callback(
+        self: &Arc<Self>,
+        callback: fencelock_event_callback,
+        user_data: *mut c_void,
+    ) -> FfiResult {
+        let subscriber = match callback {
+            Some(callback) => Some(Subscriber {
+                callback,
+                user_data: UserData(user_data),
+                callbacks: Dispatcher::get()?,
+            }),
+            None => None,
+        };
+        self.subscribe(subscriber);
+        Ok(())
+    }
+
     /// Replaces the callback; events already queued go to the new one (or
     /// stay for `fencelock_client_next_event` when there is none). Returns
     /// once no call of a replaced callback is running, unless called from
@@ -177,7 +173,7 @@ impl EventHub {
 
     /// Called on the runtime: queues the event and, when a callback is set,
     /// its delivery. Never calls C code, never waits for it.
-    fn publish(self: &Arc<Self>, event: LostEvent) {
+    pub(crate) fn publish(self: &Arc<Self>, event: LostEvent) {
         let mut state = self.state();
         state.queue.push_back(event);
         // Without a callback nobody may ever poll: keep the newest events only.
@@ -235,7 +231,7 @@ impl EventHub {
 
     /// Takes the oldest event, waiting up to `timeout` while there is none
     /// or a callback is set (events are then the callback's).
-    fn next(&self, timeout: Duration) -> Option<LostEvent> {
+    pub(crate) fn next(&self, timeout: Duration) -> Option<LostEvent> {
         let state = self.state();
         let (mut state, _) = self
             .ready
@@ -248,118 +244,6 @@ impl EventHub {
         }
         state.queue.pop_front()
     }
-}
-
-/// Watches `lock` on the runtime and hands its loss to the lock's own
-/// callback (`own`), or publishes it to `hub` when none is set. The returned
-/// handle stops the watch (the lock's C handle aborts it when freed).
-pub(crate) fn watch(lock: &Lock, hub: Arc<EventHub>, own: Arc<LostCallback>) -> FfiResult<AbortHandle> {
-    let lost = lock.lost_task();
-    let resource = c_string(lock.resource().to_owned());
-    let fencing_token = lock.fencing_token();
-    let runtime = fencelock::runtime_handle()?;
-    let task = runtime.spawn(async move {
-        let reason = lost.await.into();
-        if !own.take_loss(reason) {
-            hub.publish(LostEvent {
-                resource,
-                fencing_token,
-                reason,
-            });
-        }
-    });
-    Ok(task.abort_handle())
-}
-
-/// Sends this client's events to `callback` (on fencelock's callback thread)
-/// instead of the queue; NULL goes back to queueing. Events queued before
-/// are delivered to the new callback first, in order; with NULL, events not
-/// delivered yet stay queued for [`fencelock_client_next_event`].
-///
-/// `user_data` is passed back untouched and must be usable from another
-/// thread. When this returns, no call of the callback it replaced (or
-/// cleared) is running or can start, so the old `user_data` may be freed
-/// right away: for that it waits while such a call is in progress (so do not
-/// call it while holding a lock that callback takes). Called from inside a
-/// fencelock callback it returns at once: calls run one at a time, so the
-/// only call that can be in progress is the caller's own. A callback may thus
-/// clear itself and free its own `user_data`, as long as it does not touch
-/// it afterwards.
-///
-/// Fails with `FENCELOCK_STATUS_CLOSED` if the callback thread cannot be
-/// started. Thread-safe.
-///
-/// # Safety
-/// `client` is NULL or live; `callback` is NULL or a function with this signature.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn fencelock_client_set_event_callback(
-    client: *const fencelock_client,
-    callback: fencelock_event_callback,
-    user_data: *mut c_void,
-) -> fencelock_status {
-    boundary_status(|| {
-        // SAFETY: per the contract.
-        let client = unsafe { args::object(client, "client") }?;
-        let subscriber = match callback {
-            Some(callback) => Some(Subscriber {
-                callback,
-                user_data: UserData(user_data),
-                callbacks: Dispatcher::get()?,
-            }),
-            None => None,
-        };
-        client.events.subscribe(subscriber);
-        Ok(())
-    })
-}
-
-/// Takes the next queued event, waiting up to `timeout_ms` (0: just look).
-///
-/// On `FENCELOCK_STATUS_OK`, `*event` is filled in and owns its `resource`
-/// string: release it with [`fencelock_event_clear`]. Returns
-/// `FENCELOCK_STATUS_TIMEOUT` (and leaves `*event` alone) when no event came
-/// in time, and `FENCELOCK_STATUS_WOULD_BLOCK` when called with a non-zero
-/// timeout on a thread of an async runtime. While an event callback is set,
-/// events are the callback's: this finds none.
-///
-/// Blocks the calling thread up to `timeout_ms` (from a fencelock callback
-/// too, holding up later callbacks). Thread-safe: each event goes to exactly
-/// one caller.
-///
-/// # Safety
-/// `client` is NULL or live; `event` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn fencelock_client_next_event(
-    client: *const fencelock_client,
-    timeout_ms: u64,
-    event: *mut fencelock_event,
-) -> fencelock_status {
-    boundary_status(|| {
-        // SAFETY: per the contract.
-        let client = unsafe { args::object(client, "client") }?;
-        let out = args::out(event, "event")?;
-        if timeout_ms > 0 && tokio::runtime::Handle::try_current().is_ok() {
-            return Err(Failure::new(
-                fencelock_status::FENCELOCK_STATUS_WOULD_BLOCK,
-                "fencelock_client_next_event would block a thread of an async runtime; poll with timeout 0 here",
-            ));
-        }
-        let next = client.events.next(args::millis(timeout_ms)).ok_or_else(|| {
-            Failure::new(
-                fencelock_status::FENCELOCK_STATUS_TIMEOUT,
-                format!("no event within {timeout_ms} ms"),
-            )
-        })?;
-        let c_event = fencelock_event {
-            kind: fencelock_event_kind::FENCELOCK_EVENT_LOCK_LOST,
-            reason: next.reason,
-            fencing_token: next.fencing_token,
-            resource: next.resource.into_raw(),
-        };
-        // SAFETY: checked non-NULL; the caller promised it is writable.
-        unsafe { out.write(c_event) };
-        Ok(())
-    })
 }
 
 /// Frees the strings an event from [`fencelock_client_next_event`] owns and

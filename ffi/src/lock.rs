@@ -1,6 +1,6 @@
 //! `fencelock_lock`: a held lock, and the blocking calls that take and end it.
 
-use std::ffi::{CString, c_char};
+use std::ffi::{CString, c_char, c_void};
 use std::sync::Arc;
 
 use fencelock::{Lock, LockOptions};
@@ -10,9 +10,10 @@ use crate::args;
 use crate::boundary::{FfiResult, boundary, boundary_status};
 use crate::client::fencelock_client;
 use crate::error::{c_string, fencelock_error};
-use crate::events::{EventHub, watch};
+use crate::events::EventHub;
+use crate::fence::fencelock_fence;
 use crate::lock_options::fencelock_lock_options;
-use crate::lost::LostCallback;
+use crate::lost::{LostCallback, fencelock_lost_callback, watch};
 use crate::status::fencelock_status;
 
 /// A lock taken by `fencelock_acquire`, `fencelock_acquire_with`,
@@ -228,7 +229,7 @@ pub unsafe extern "C" fn fencelock_lock_fencing_token(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fencelock_lock_fence(
     lock: *const fencelock_lock,
-    out: *mut crate::fenced::fencelock_fence,
+    out: *mut fencelock_fence,
 ) -> fencelock_status {
     // SAFETY: per the contract.
     unsafe { read_lock(lock, out, |lock| lock.fence().into()) }
@@ -335,4 +336,40 @@ pub unsafe extern "C" fn fencelock_lock_release(
 pub unsafe extern "C" fn fencelock_lock_free(lock: *mut fencelock_lock) {
     // SAFETY: per the contract.
     drop(unsafe { args::take(lock) });
+}
+
+/// Calls `callback(user_data, reason)` once when `lock` is lost, on
+/// fencelock's callback thread; at once (there) if it is lost already. Never
+/// called after the lock was released. A second call replaces the callback;
+/// NULL clears it. A loss reported here does not also go to the client's
+/// event callback or queue (one lost before its callback was set does).
+///
+/// `user_data` is passed back untouched and must be usable from another
+/// thread. When this returns, or when `fencelock_lock_free` returns, no call
+/// of the replaced (or freed) callback runs or can start, so its `user_data`
+/// may be freed: for that both wait while such a call is in progress (so do
+/// not call them holding a lock that callback takes). From inside a fencelock
+/// callback they return at once (the only call in progress is the caller's
+/// own).
+///
+/// Errors: `NULL_ARGUMENT` (`lock`); `CLOSED` if the callback thread cannot
+/// be started. Never blocks beyond the wait above. Thread-safe.
+///
+/// # Safety
+/// `lock` is NULL or live; `callback` is NULL or a function with this
+/// signature; `error` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_on_lost(
+    lock: *const fencelock_lock,
+    callback: fencelock_lost_callback,
+    user_data: *mut c_void,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let lock = args::object(lock, "lock")?;
+            lock.on_lost.set_callback(callback, user_data)
+        })
+    }
 }

@@ -1,4 +1,5 @@
-//! `fencelock_lock_on_lost`: one lock's own lost callback.
+//! One lock's own lost callback (`fencelock_lock_on_lost`), and the watcher
+//! that routes a lock's loss to it or to the client's events.
 //!
 //! The client's event callback (`events.rs`) tells every loss of a client's
 //! locks; a binding that keeps one object per lock would then have to find
@@ -9,14 +10,14 @@
 use std::ffi::c_void;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::args;
-use crate::boundary::boundary;
-use crate::dispatch::{Call, Dispatcher, wait_for_replaced_calls};
-use crate::error::fencelock_error;
-use crate::events::fencelock_loss_reason;
-use crate::lock::fencelock_lock;
-use crate::operation::UserData;
-use crate::status::fencelock_status;
+use fencelock::Lock;
+use tokio::task::AbortHandle;
+
+use crate::boundary::FfiResult;
+use crate::dispatch::{Call, Dispatcher, UserData, wait_for_replaced_calls};
+use crate::error::c_string;
+use crate::events::{EventHub, LostEvent};
+use crate::loss_reason::fencelock_loss_reason;
 
 /// Called once, on fencelock's callback thread, when the lock it was set on
 /// is lost (never after a release). It may call any fencelock function,
@@ -27,7 +28,7 @@ pub type fencelock_lost_callback =
 
 /// One lock's lost callback, and what waiting for its calls needs.
 ///
-/// The lock's watcher (`events::watch`) hands the loss here first: with a
+/// The lock's watcher ([`watch`]) hands the loss here first: with a
 /// callback set it goes to that callback only, and otherwise to the client's
 /// events. So a binding that uses only per-lock callbacks never fills the
 /// client's queue, which nobody polls.
@@ -84,6 +85,25 @@ impl LostCallback {
         wait_for_replaced_calls(state, &self.idle, generation, |state| state.calling);
     }
 
+    /// Sets `callback` (NULL: clears it) as [`crate::fencelock_lock_on_lost`]
+    /// documents.
+    pub(crate) fn set_callback(
+        self: &Arc<Self>,
+        callback: fencelock_lost_callback,
+        user_data: *mut c_void,
+    ) -> FfiResult {
+        let subscriber = match callback {
+            Some(function) => Some(Subscriber {
+                function,
+                user_data: UserData(user_data),
+                callbacks: Dispatcher::get()?,
+            }),
+            None => None,
+        };
+        self.set(subscriber);
+        Ok(())
+    }
+
     /// Clears the callback as the lock goes away.
     pub(crate) fn clear(self: &Arc<Self>) {
         self.set(None);
@@ -129,47 +149,23 @@ impl LostCallback {
     }
 }
 
-/// Calls `callback(user_data, reason)` once when `lock` is lost, on
-/// fencelock's callback thread; at once (there) if it is lost already. Never
-/// called after the lock was released. A second call replaces the callback;
-/// NULL clears it. A loss reported here does not also go to the client's
-/// event callback or queue (one lost before its callback was set does).
-///
-/// `user_data` is passed back untouched and must be usable from another
-/// thread. When this returns, or when `fencelock_lock_free` returns, no call
-/// of the replaced (or freed) callback runs or can start, so its `user_data`
-/// may be freed: for that both wait while such a call is in progress (so do
-/// not call them holding a lock that callback takes). From inside a fencelock
-/// callback they return at once (the only call in progress is the caller's
-/// own).
-///
-/// Errors: `NULL_ARGUMENT` (`lock`); `CLOSED` if the callback thread cannot
-/// be started. Never blocks beyond the wait above. Thread-safe.
-///
-/// # Safety
-/// `lock` is NULL or live; `callback` is NULL or a function with this
-/// signature; `error` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn fencelock_lock_on_lost(
-    lock: *const fencelock_lock,
-    callback: fencelock_lost_callback,
-    user_data: *mut c_void,
-    error: *mut *mut fencelock_error,
-) -> fencelock_status {
-    // SAFETY: per the contract.
-    unsafe {
-        boundary(error, || {
-            let lock = args::object(lock, "lock")?;
-            let subscriber = match callback {
-                Some(function) => Some(Subscriber {
-                    function,
-                    user_data: UserData(user_data),
-                    callbacks: Dispatcher::get()?,
-                }),
-                None => None,
-            };
-            lock.on_lost.set(subscriber);
-            Ok(())
-        })
-    }
+/// Watches `lock` on the runtime and hands its loss to the lock's own
+/// callback (`own`), or publishes it to `hub` when none is set. The returned
+/// handle stops the watch (the lock's C handle aborts it when freed).
+pub(crate) fn watch(lock: &Lock, hub: Arc<EventHub>, own: Arc<LostCallback>) -> FfiResult<AbortHandle> {
+    let lost = lock.lost_task();
+    let resource = c_string(lock.resource().to_owned());
+    let fencing_token = lock.fencing_token();
+    let runtime = fencelock::runtime_handle()?;
+    let task = runtime.spawn(async move {
+        let reason = lost.await.into();
+        if !own.take_loss(reason) {
+            hub.publish(LostEvent {
+                resource,
+                fencing_token,
+                reason,
+            });
+        }
+    });
+    Ok(task.abort_handle())
 }

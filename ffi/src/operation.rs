@@ -11,7 +11,7 @@ use futures_util::FutureExt;
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary};
 use crate::client::fencelock_client;
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{Dispatcher, UserData};
 use crate::error::fencelock_error;
 use crate::lock::{fencelock_lock, lock_options};
 use crate::lock_options::fencelock_lock_options;
@@ -52,24 +52,6 @@ pub type fencelock_done_callback = Option<
 /// after the callback is fine. Thread-safe.
 pub struct fencelock_operation {
     canceller: Canceller,
-}
-
-/// The caller's `user_data`, carried to the callback thread.
-#[derive(Clone, Copy)]
-pub(crate) struct UserData(pub(crate) *mut c_void);
-
-// SAFETY: the header requires `user_data` to be usable from any thread; we
-// never dereference it, only hand it back.
-unsafe impl Send for UserData {}
-// SAFETY: as above.
-unsafe impl Sync for UserData {}
-
-impl UserData {
-    /// The pointer. A method, so closures capture the `Send` wrapper rather
-    /// than the raw field.
-    pub(crate) fn get(self) -> *mut c_void {
-        self.0
-    }
 }
 
 /// Spawns `work` on the runtime and calls `finish` with its result exactly

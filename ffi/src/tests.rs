@@ -11,7 +11,7 @@ use crate::error::{
     OUTCOME_PREFIX, c_string, fencelock_error, fencelock_error_free, fencelock_error_message,
     fencelock_error_status, fencelock_node_outcome,
 };
-use crate::events::{LOSS_PREFIX, fencelock_loss_reason};
+use crate::loss_reason::{LOSS_PREFIX, fencelock_loss_reason};
 use crate::options::{
     fencelock_options_free, fencelock_options_new, fencelock_options_set_key_prefix,
     fencelock_options_set_tls_min_version, fencelock_tls_version,
