@@ -23,6 +23,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 import fencelock
 import redis
 import redis.asyncio
+from fencelock._native import _bench_core
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from redis_nodes import RedisNodes  # noqa: E402
@@ -181,10 +182,10 @@ def core_throughput(urls: List[str], seconds: float, tasks: int) -> Tuple[float,
     client = fencelock.Client(urls)
     prefix = f"bench:core:{uuid.uuid4().hex[:8]}"
     probe = 2000
-    elapsed = client._bench_core(prefix, probe, tasks)
+    elapsed = _bench_core(client, prefix, probe, tasks)
     n = max(probe, int(probe * seconds / max(elapsed, 1e-6)))
-    thr = n / client._bench_core(prefix, n, tasks)
-    one = client._bench_core(prefix + ":1", 2000, 1) / 2000
+    thr = n / _bench_core(client, prefix, n, tasks)
+    one = _bench_core(client, prefix + ":1", 2000, 1) / 2000
     return thr, one
 
 

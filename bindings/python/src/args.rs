@@ -1,10 +1,22 @@
 //! Argument parsing shared by the sync and asyncio fronts: seconds as
-//! floats, lock options, and client options.
+//! floats, text arguments, and the two lists of keyword options, each
+//! written once below:
+//!
+//! - the client options of `Client(...)`, `AsyncClient(...)` and
+//!   `AsyncClient.connect(...)`: [`ClientOptionArgs`], parsed by
+//!   [`client_builder`];
+//! - the lock options of `acquire`, `try_acquire` and `lock` on both clients:
+//!   [`LockOptionArgs`], parsed by [`AcquireArgs::parse`].
+//!
+//! The methods take them as `**options` (their pyo3 signatures stay short);
+//! `_native.pyi` describes them once each as the `TypedDict`s
+//! `ClientOptions` and `LockOptions`.
 
 use std::time::Duration;
 
+use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 
 use fencelock::{ClientBuilder, LockOptions, RetryPolicy, TlsVersion};
 
@@ -111,60 +123,6 @@ pub(crate) fn unsigned<T: for<'a, 'py> FromPyObject<'a, 'py>>(
         .map_err(|_| invalid(py, format!("{name} is out of range: {obj}")))
 }
 
-/// The per-acquire options every `acquire`-like call takes.
-pub(crate) struct AcquireArgs {
-    pub(crate) options: LockOptions,
-    pub(crate) on_lost: Option<Py<PyAny>>,
-}
-
-impl AcquireArgs {
-    /// Parses the keyword arguments of `acquire`, `try_acquire` and `lock`.
-    pub(crate) fn parse(
-        ttl: Option<&Bound<'_, PyAny>>,
-        wait: Option<&Bound<'_, PyAny>>,
-        auto_renew: Option<bool>,
-        max_hold: Option<&Bound<'_, PyAny>>,
-        max_renewals: Option<&Bound<'_, PyAny>>,
-        on_lost: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let mut options = LockOptions::default();
-        if let Some(ttl) = opt_seconds(ttl, "ttl", false, Scope::Call)? {
-            options = options.ttl(ttl);
-        }
-        if let Some(wait) = opt_seconds(wait, "wait", true, Scope::Call)? {
-            options = options.wait(wait);
-        }
-        if let Some(on) = auto_renew {
-            options = options.auto_renew(on);
-        }
-        if let Some(limit) = opt_seconds(max_hold, "max_hold", false, Scope::Call)? {
-            options = options.max_hold(limit);
-        }
-        if let Some(count) = max_renewals.filter(|o| !o.is_none()) {
-            options = options.max_renewals(unsigned::<u32>(count, "max_renewals")?);
-        }
-        let on_lost = match on_lost.filter(|o| !o.is_none()) {
-            None => None,
-            Some(callback) if callback.is_callable() => Some(callback.clone().unbind()),
-            Some(other) => {
-                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "on_lost must be callable, not {}",
-                    other.get_type().name()?
-                )));
-            }
-        };
-        Ok(AcquireArgs { options, on_lost })
-    }
-
-    /// A copy (the callback reference is cloned with the GIL).
-    pub(crate) fn clone_ref(&self, py: Python<'_>) -> Self {
-        AcquireArgs {
-            options: self.options.clone(),
-            on_lost: self.on_lost.as_ref().map(|c| c.clone_ref(py)),
-        }
-    }
-}
-
 /// Text or bytes (PEM material), as bytes.
 fn pem(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<u8>> {
     if let Ok(bytes) = obj.cast::<PyBytes>() {
@@ -224,94 +182,271 @@ fn node_list(nodes: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     Ok(urls)
 }
 
-/// The client's keyword options, as given to `Client(...)` / `AsyncClient(...)`.
-pub(crate) struct ClientArgs<'a, 'py> {
-    pub(crate) key_prefix: Option<String>,
-    pub(crate) node_timeout: Option<&'a Bound<'py, PyAny>>,
-    pub(crate) connect_timeout: Option<&'a Bound<'py, PyAny>>,
-    pub(crate) drift_factor: Option<&'a Bound<'py, PyAny>>,
-    pub(crate) retry: Option<&'a Bound<'py, PyAny>>,
-    pub(crate) default_ttl: Option<&'a Bound<'py, PyAny>>,
-    pub(crate) default_wait: Option<&'a Bound<'py, PyAny>>,
-    pub(crate) auto_renew: Option<bool>,
-    pub(crate) username: Option<String>,
-    pub(crate) password: Option<String>,
-    pub(crate) tls_ca_pem: Option<&'a Bound<'py, PyAny>>,
-    pub(crate) tls_client_cert_pem: Option<&'a Bound<'py, PyAny>>,
-    pub(crate) tls_client_key_pem: Option<&'a Bound<'py, PyAny>>,
-    pub(crate) tls_min_version: Option<&'a Bound<'py, PyAny>>,
-    pub(crate) allow_mixed_tls: Option<bool>,
+/// Declares one list of keyword options: a struct with one field per
+/// option, and `collect`, which sorts a call's `**options` into it by name.
+///
+/// `collect` refuses a name not in the list with the `TypeError` Python
+/// raises for an unexpected keyword argument, before looking at any value
+/// (as pyo3 did when the options were named parameters). An option given
+/// as `None` counts as not given (its default).
+macro_rules! keyword_options {
+    ($(#[$doc:meta])* struct $name:ident { $($option:ident),+ $(,)? }) => {
+        $(#[$doc])*
+        struct $name<'py> {
+            $($option: Option<Bound<'py, PyAny>>,)+
+        }
+
+        impl<'py> $name<'py> {
+            /// Sorts the `**options` of `function` (`"Client.acquire()"`) by name.
+            fn collect(options: Option<&Bound<'py, PyDict>>, function: &str) -> PyResult<Self> {
+                let mut given = $name { $($option: None,)+ };
+                for (name, value) in options.into_iter().flatten() {
+                    let py = name.py();
+                    let slot = 'found: {
+                        // Keywords written in Python source are interned: the
+                        // same object as `intern!`'s, no text to compare.
+                        $(if name.is(pyo3::intern!(py, stringify!($option))) {
+                            break 'found &mut given.$option;
+                        })+
+                        let text = name.cast::<PyString>().ok().and_then(|n| n.to_cow().ok());
+                        match text.as_deref() {
+                            $(Some(stringify!($option)) => &mut given.$option,)+
+                            _ => return Err(unexpected_keyword(function, &name)),
+                        }
+                    };
+                    *slot = Some(value).filter(|v| !v.is_none());
+                }
+                Ok(given)
+            }
+        }
+    };
 }
 
-impl ClientArgs<'_, '_> {
-    /// The core builder for `nodes` with these options.
-    pub(crate) fn builder(self, nodes: &Bound<'_, PyAny>) -> PyResult<ClientBuilder> {
-        let py = nodes.py();
-        let mut b = ClientBuilder::default().nodes(node_list(nodes)?);
-        if let Some(prefix) = self.key_prefix {
-            b = b.key_prefix(prefix);
-        }
-        if let Some(t) = opt_seconds(self.node_timeout, "node_timeout", false, Scope::Config)? {
-            b = b.node_timeout(t);
-        }
-        if let Some(t) = opt_seconds(self.connect_timeout, "connect_timeout", false, Scope::Config)? {
-            b = b.connect_timeout(t);
-        }
-        if let Some(d) = self.drift_factor.filter(|o| !o.is_none()) {
-            if d.is_instance_of::<PyBool>() {
-                return Err(config(py, "drift_factor must be a number, not a bool"));
-            }
-            b = b.drift_factor(d.extract::<f64>()?);
-        }
-        if let Some(r) = self.retry.filter(|o| !o.is_none()) {
-            let (base, max): (Bound<'_, PyAny>, Bound<'_, PyAny>) = r.extract().map_err(|_| {
-                pyo3::exceptions::PyTypeError::new_err(
-                    "retry must be a (base_delay, max_delay) pair of seconds",
-                )
-            })?;
-            let base = seconds(&base, "retry base_delay", false, Scope::Config)?;
-            let max = seconds(&max, "retry max_delay", false, Scope::Config)?;
-            b = b.retry(RetryPolicy::new(base, max));
-        }
-        if let Some(t) = opt_seconds(self.default_ttl, "default_ttl", false, Scope::Config)? {
-            b = b.default_ttl(t);
-        }
-        if let Some(t) = opt_seconds(self.default_wait, "default_wait", true, Scope::Config)? {
-            b = b.default_wait(t);
-        }
-        if let Some(on) = self.auto_renew {
-            b = b.default_auto_renew(on);
-        }
-        if let Some(user) = self.username {
-            b = b.username(user);
-        }
-        if let Some(password) = self.password {
-            b = b.password(password);
-        }
-        if let Some(ca) = self.tls_ca_pem.filter(|o| !o.is_none()) {
-            b = b.tls_ca_pem(pem(ca, "tls_ca_pem")?);
-        }
-        match (
-            self.tls_client_cert_pem.filter(|o| !o.is_none()),
-            self.tls_client_key_pem.filter(|o| !o.is_none()),
-        ) {
-            (None, None) => {}
-            (Some(cert), Some(key)) => {
-                b = b.tls_client_cert_pem(pem(cert, "tls_client_cert_pem")?, pem(key, "tls_client_key_pem")?);
-            }
-            _ => {
-                return Err(config(
-                    py,
-                    "tls_client_cert_pem and tls_client_key_pem must be given together",
-                ));
-            }
-        }
-        if let Some(version) = self.tls_min_version.filter(|o| !o.is_none()) {
-            b = b.tls_min_version(tls_version(version, "tls_min_version")?);
-        }
-        if let Some(allow) = self.allow_mixed_tls {
-            b = b.allow_mixed_tls(allow);
-        }
-        Ok(b)
+keyword_options! {
+    /// The client options, as given to `Client(nodes, **options)`,
+    /// `AsyncClient(nodes, **options)` and `AsyncClient.connect(nodes, **options)`.
+    struct ClientOptionArgs {
+        key_prefix,
+        node_timeout,
+        connect_timeout,
+        drift_factor,
+        retry,
+        default_ttl,
+        default_wait,
+        auto_renew,
+        username,
+        password,
+        tls_ca_pem,
+        tls_client_cert_pem,
+        tls_client_key_pem,
+        tls_min_version,
+        allow_mixed_tls,
     }
+}
+
+keyword_options! {
+    /// The lock options of `acquire(resource, ttl, wait, **options)`,
+    /// `try_acquire(resource, ttl, **options)` and `lock(...)` (as `acquire`).
+    struct LockOptionArgs {
+        auto_renew,
+        max_hold,
+        max_renewals,
+        on_lost,
+    }
+}
+
+/// What Python raises for a keyword argument a function does not take.
+#[cold]
+fn unexpected_keyword(function: &str, name: &Bound<'_, PyAny>) -> PyErr {
+    pyo3::exceptions::PyTypeError::new_err(format!("{function} got an unexpected keyword argument '{name}'"))
+}
+
+/// An option that must have one Python type (`str`, `bool`), converted the
+/// way pyo3 converts such a parameter: its own `TypeError`, with the note
+/// "while processing '<name>'" (Python 3.11+).
+fn typed<'py, T: FromPyObjectOwned<'py>>(
+    value: Option<Bound<'py, PyAny>>,
+    name: &str,
+) -> PyResult<Option<T>> {
+    let Some(value) = value else { return Ok(None) };
+    value.extract::<T>().map(Some).map_err(|err| {
+        let (py, err) = (value.py(), err.into());
+        let _ = err.value(py).call_method1(
+            pyo3::intern!(py, "add_note"),
+            (format!("while processing '{name}'"),),
+        );
+        err
+    })
+}
+
+/// The core builder for `Client(nodes, **options)` and its asyncio twins;
+/// `function` names the call in the message about an unknown option.
+pub(crate) fn client_builder(
+    function: &str,
+    nodes: &Bound<'_, PyAny>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<ClientBuilder> {
+    let py = nodes.py();
+    let given = ClientOptionArgs::collect(options, function)?;
+    // The options of one Python type are checked first, in this order, as
+    // when pyo3 converted them before the call.
+    let key_prefix = typed::<String>(given.key_prefix, "key_prefix")?;
+    let auto_renew = typed::<bool>(given.auto_renew, "auto_renew")?;
+    let username = typed::<String>(given.username, "username")?;
+    let password = typed::<String>(given.password, "password")?;
+    let allow_mixed_tls = typed::<bool>(given.allow_mixed_tls, "allow_mixed_tls")?;
+
+    let mut b = ClientBuilder::default().nodes(node_list(nodes)?);
+    if let Some(prefix) = key_prefix {
+        b = b.key_prefix(prefix);
+    }
+    if let Some(t) = opt_seconds(given.node_timeout.as_ref(), "node_timeout", false, Scope::Config)? {
+        b = b.node_timeout(t);
+    }
+    if let Some(t) = opt_seconds(
+        given.connect_timeout.as_ref(),
+        "connect_timeout",
+        false,
+        Scope::Config,
+    )? {
+        b = b.connect_timeout(t);
+    }
+    if let Some(d) = given.drift_factor {
+        if d.is_instance_of::<PyBool>() {
+            return Err(config(py, "drift_factor must be a number, not a bool"));
+        }
+        b = b.drift_factor(d.extract::<f64>()?);
+    }
+    if let Some(r) = given.retry {
+        let (base, max): (Bound<'_, PyAny>, Bound<'_, PyAny>) = r.extract().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err("retry must be a (base_delay, max_delay) pair of seconds")
+        })?;
+        let base = seconds(&base, "retry base_delay", false, Scope::Config)?;
+        let max = seconds(&max, "retry max_delay", false, Scope::Config)?;
+        b = b.retry(RetryPolicy::new(base, max));
+    }
+    if let Some(t) = opt_seconds(given.default_ttl.as_ref(), "default_ttl", false, Scope::Config)? {
+        b = b.default_ttl(t);
+    }
+    if let Some(t) = opt_seconds(given.default_wait.as_ref(), "default_wait", true, Scope::Config)? {
+        b = b.default_wait(t);
+    }
+    if let Some(on) = auto_renew {
+        b = b.default_auto_renew(on);
+    }
+    if let Some(user) = username {
+        b = b.username(user);
+    }
+    if let Some(password) = password {
+        b = b.password(password);
+    }
+    if let Some(ca) = given.tls_ca_pem {
+        b = b.tls_ca_pem(pem(&ca, "tls_ca_pem")?);
+    }
+    match (given.tls_client_cert_pem, given.tls_client_key_pem) {
+        (None, None) => {}
+        (Some(cert), Some(key)) => {
+            b = b.tls_client_cert_pem(
+                pem(&cert, "tls_client_cert_pem")?,
+                pem(&key, "tls_client_key_pem")?,
+            );
+        }
+        _ => {
+            return Err(config(
+                py,
+                "tls_client_cert_pem and tls_client_key_pem must be given together",
+            ));
+        }
+    }
+    if let Some(version) = given.tls_min_version {
+        b = b.tls_min_version(tls_version(&version, "tls_min_version")?);
+    }
+    if let Some(allow) = allow_mixed_tls {
+        b = b.allow_mixed_tls(allow);
+    }
+    Ok(b)
+}
+
+/// What every `acquire`-like call takes, parsed: `resource`, `ttl`, `wait`
+/// and the lock options.
+pub(crate) struct AcquireArgs {
+    pub(crate) resource: String,
+    pub(crate) options: LockOptions,
+    pub(crate) on_lost: Option<Py<PyAny>>,
+}
+
+impl AcquireArgs {
+    /// Parses `acquire(resource, ttl=None, wait=None, **options)`, and
+    /// `try_acquire` (`wait` None) and `lock`; `function` names the call in
+    /// the message about an unknown option.
+    pub(crate) fn parse(
+        function: &str,
+        resource: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        wait: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let given = LockOptionArgs::collect(options, function)?;
+        // Checked before `resource`, as when pyo3 converted it before the call.
+        let auto_renew = typed::<bool>(given.auto_renew, "auto_renew")?;
+        let resource = resource_arg(resource)?;
+
+        let mut options = LockOptions::default();
+        if let Some(ttl) = opt_seconds(ttl, "ttl", false, Scope::Call)? {
+            options = options.ttl(ttl);
+        }
+        if let Some(wait) = opt_seconds(wait, "wait", true, Scope::Call)? {
+            options = options.wait(wait);
+        }
+        if let Some(on) = auto_renew {
+            options = options.auto_renew(on);
+        }
+        if let Some(limit) = opt_seconds(given.max_hold.as_ref(), "max_hold", false, Scope::Call)? {
+            options = options.max_hold(limit);
+        }
+        if let Some(count) = given.max_renewals {
+            options = options.max_renewals(unsigned::<u32>(&count, "max_renewals")?);
+        }
+        let on_lost = match given.on_lost {
+            None => None,
+            Some(callback) if callback.is_callable() => Some(callback.unbind()),
+            Some(other) => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "on_lost must be callable, not {}",
+                    other.get_type().name()?
+                )));
+            }
+        };
+        Ok(AcquireArgs {
+            resource,
+            options,
+            on_lost,
+        })
+    }
+
+    /// A copy (the callback reference is cloned with the GIL).
+    pub(crate) fn clone_ref(&self, py: Python<'_>) -> Self {
+        AcquireArgs {
+            resource: self.resource.clone(),
+            options: self.options.clone(),
+            on_lost: self.on_lost.as_ref().map(|c| c.clone_ref(py)),
+        }
+    }
+}
+
+/// A text argument (`resource`, `key`, `value`): `str` only.
+pub(crate) fn text_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
+    obj.extract::<String>().map_err(|_| {
+        let kind = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".to_owned());
+        pyo3::exceptions::PyTypeError::new_err(format!("{name} must be str, not {kind}"))
+    })
+}
+
+/// The resource a lock call is about.
+pub(crate) fn resource_arg(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    text_arg(obj, "resource")
 }

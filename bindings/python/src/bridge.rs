@@ -101,10 +101,10 @@ impl Drop for Completer {
     }
 }
 
-/// Aborts the operation when its asyncio future is cancelled.
+/// Cancels the operation when its asyncio future is cancelled.
 #[pyclass(module = "fencelock._native", frozen)]
 pub struct CancelGuard {
-    abort: tokio::task::AbortHandle,
+    canceller: fencelock::Canceller,
 }
 
 #[pymethods]
@@ -114,7 +114,7 @@ impl CancelGuard {
             .call_method0(pyo3::intern!(future.py(), "cancelled"))?
             .is_truthy()?
         {
-            self.abort.abort();
+            self.canceller.cancel();
         }
         Ok(())
     }
@@ -161,15 +161,17 @@ where
     let (event_loop, completer) = completer_for(py)?;
     let py_future = event_loop.call_method0(pyo3::intern!(py, "create_future"))?;
     let target = py_future.clone().unbind();
-    let task = handle(py)?.spawn(async move {
-        let value = future.await;
-        completer.get().complete(target, value);
+    let canceller = fencelock::Canceller::new();
+    let cancelled = canceller.clone();
+    handle(py)?.spawn(async move {
+        // Cancelled: the asyncio future is cancelled already; nothing to set.
+        if let Ok(value) = cancelled.run(future).await {
+            completer.get().complete(target, value);
+        }
     });
     py_future.call_method1(
         pyo3::intern!(py, "add_done_callback"),
-        (CancelGuard {
-            abort: task.abort_handle(),
-        },),
+        (CancelGuard { canceller },),
     )?;
     Ok(py_future)
 }

@@ -3,7 +3,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyString};
 
-use crate::args::unsigned;
+use crate::args::{text_arg, unsigned};
 use crate::errors::invalid;
 
 /// What a fenced write carries: the lock's fencing token and its grant's
@@ -79,4 +79,17 @@ pub(crate) fn fence_arg(obj: &Bound<'_, PyAny>) -> PyResult<fencelock::Fence> {
         )));
     }
     unsigned::<u64>(obj, "fence").map(fencelock::Fence::bare)
+}
+
+/// The arguments of `fenced_set(key, value, fence)`.
+pub(crate) fn fenced_args(
+    key: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+    fence: &Bound<'_, PyAny>,
+) -> PyResult<(String, String, fencelock::Fence)> {
+    Ok((
+        text_arg(key, "key")?,
+        text_arg(value, "value")?,
+        fence_arg(fence)?,
+    ))
 }

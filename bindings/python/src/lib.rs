@@ -8,14 +8,18 @@
 //! Python (`fencelock/_errors.py`).
 
 mod args;
+mod async_client;
+mod asyncio;
+mod bench;
 #[cfg(unix)]
 mod bridge;
-mod client;
+mod calls;
 mod coroutine;
 mod errors;
 mod fence;
 mod lock;
 mod rt;
+mod sync_client;
 
 use pyo3::prelude::*;
 
@@ -45,15 +49,18 @@ fn settle(py: Python<'_>, timeout: f64) -> PyResult<bool> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rt::record_main_thread(m.py())?;
-    m.add_class::<client::Client>()?;
-    m.add_class::<client::AsyncClient>()?;
-    m.add_class::<client::LockContext>()?;
-    m.add_class::<client::AsyncLockContext>()?;
+    m.add_class::<sync_client::Client>()?;
+    m.add_class::<async_client::AsyncClient>()?;
+    m.add_class::<sync_client::LockContext>()?;
+    m.add_class::<async_client::AsyncLockContext>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::AsyncLock>()?;
     m.add_class::<lock::LostSignal>()?;
     m.add_class::<fence::Fence>()?;
     m.add_function(wrap_pyfunction!(settle, m)?)?;
+    // Private names: set as attributes, left out of `__all__`.
+    m.setattr("_LockBase", m.py().get_type::<lock::LockBase>())?;
+    m.setattr("_bench_core", wrap_pyfunction!(bench::_bench_core, m)?)?;
     m.add("MIN_TTL", fencelock::MIN_TTL.as_secs_f64())?;
     m.add("MAX_TTL", fencelock::MAX_TTL.as_secs_f64())?;
     m.add("MAX_WAIT", fencelock::MAX_WAIT.as_secs_f64())?;

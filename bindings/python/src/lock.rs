@@ -1,23 +1,26 @@
-//! `Lock` (sync), `AsyncLock` (asyncio) and their `LostSignal`.
+//! `Lock` (sync), `AsyncLock` (asyncio), their shared base `LockBase`, and
+//! their `LostSignal`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
+use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::PyType;
 
 use fencelock::LockStatus;
 
 use crate::args::{Scope, opt_seconds, seconds};
+use crate::asyncio;
 use crate::fence::Fence;
-use crate::rt::{self, AbortOnDrop, Deferred};
+use crate::rt::{self, Deferred};
 
 /// What `Lock`, `AsyncLock` and `LostSignal` share: the core lock and the
 /// task that calls `on_lost`.
 pub(crate) struct LockInner {
     pub(crate) lock: fencelock::Lock,
-    /// The `on_lost` watcher; aborted on release and when the handle goes away.
-    watcher: Mutex<Option<AbortOnDrop>>,
+    /// Stops the `on_lost` watcher on release and when the handle goes away.
+    watcher: Mutex<Option<fencelock::CancelOnDrop>>,
 }
 
 impl LockInner {
@@ -27,7 +30,9 @@ impl LockInner {
             let lost = lock.lost_task();
             let resource = lock.resource().to_owned();
             let handle = fencelock::runtime_handle().ok()?;
-            let task = handle.clone().spawn(async move {
+            let canceller = fencelock::Canceller::new();
+            let (watch, runtime) = (canceller.clone(), handle.clone());
+            let watching = async move {
                 let reason = lost.await;
                 // Python runs on a blocking thread, never on a runtime worker.
                 let _ = handle
@@ -39,8 +44,9 @@ impl LockInner {
                         });
                     })
                     .await;
-            });
-            Some(AbortOnDrop(task))
+            };
+            runtime.spawn(async move { watch.run(watching).await });
+            Some(canceller.cancel_on_drop())
         });
         Arc::new(LockInner {
             lock,
@@ -92,32 +98,25 @@ fn none(py: Python<'_>) -> PyResult<Py<PyAny>> {
     Ok(py.None())
 }
 
-/// A held lock (from `Client.acquire`). Use it as a context manager to
-/// release it at the end of the block.
-///
-/// Dropping the object without `release()` stops renewal; the key then
-/// expires on Redis at its ttl.
-#[pyclass(module = "fencelock", frozen)]
-pub struct Lock {
+/// What `Lock` and `AsyncLock` share: their state and everything that only
+/// reads it. The private Python base class `_LockBase` of both; each adds
+/// its own `extend`, `release` and (async) context manager.
+#[pyclass(name = "_LockBase", module = "fencelock", subclass, frozen)]
+pub struct LockBase {
     inner: Arc<LockInner>,
     lost: Py<LostSignal>,
 }
 
-impl Lock {
-    /// Wraps a core lock for the sync API.
-    pub(crate) fn create(py: Python<'_>, inner: Arc<LockInner>) -> PyResult<Py<Lock>> {
+impl LockBase {
+    /// The base part of a new `Lock` or `AsyncLock`.
+    fn init(py: Python<'_>, inner: Arc<LockInner>) -> PyResult<PyClassInitializer<Self>> {
         let lost = Py::new(py, LostSignal { inner: inner.clone() })?;
-        Py::new(py, Lock { inner, lost })
-    }
-
-    /// Releases, for `__exit__` and `LockContext`.
-    pub(crate) fn release_now(&self, py: Python<'_>) -> PyResult<()> {
-        rt::wait(py, self.inner.release_task())?.map_err(|e| crate::errors::core_error(py, e))
+        Ok(PyClassInitializer::from(LockBase { inner, lost }))
     }
 }
 
 #[pymethods]
-impl Lock {
+impl LockBase {
     /// The resource this lock protects.
     #[getter]
     fn resource(&self) -> &str {
@@ -161,24 +160,57 @@ impl Lock {
         self.inner.lock.renewals()
     }
 
-    /// The lost-lock signal: `lost.is_set()`, `lost.wait(timeout)`, and
-    /// `await lock.lost.wait_async()` in asyncio.
+    /// The lost-lock signal: `lost.is_set()`, `lost.wait(timeout)`; in
+    /// asyncio `await lock.lost` or `await lock.lost.wait_async(timeout)`.
     #[getter]
     fn lost(&self, py: Python<'_>) -> Py<LostSignal> {
         self.lost.clone_ref(py)
     }
 
+    /// `<fencelock.Lock ...>` or `<fencelock.AsyncLock ...>`.
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let class = slf.get_type().name()?;
+        Ok(slf.get().inner.repr(&class.to_cow()?))
+    }
+}
+
+/// A held lock (from `Client.acquire`). Use it as a context manager to
+/// release it at the end of the block.
+///
+/// Dropping the object without `release()` stops renewal; the key then
+/// expires on Redis at its ttl.
+#[pyclass(module = "fencelock", extends = LockBase, frozen)]
+pub struct Lock;
+
+impl Lock {
+    /// Wraps a core lock for the sync API.
+    pub(crate) fn create(py: Python<'_>, inner: Arc<LockInner>) -> PyResult<Py<Lock>> {
+        Py::new(py, LockBase::init(py, inner)?.add_subclass(Lock))
+    }
+
+    /// Releases, for `release`, `__exit__` and `LockContext`.
+    pub(crate) fn release_now(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let task = slf.as_super().get().inner.release_task();
+        rt::wait(py, task)?.map_err(|e| crate::errors::core_error(py, e))
+    }
+}
+
+#[pymethods]
+impl Lock {
     /// Sets the lock's ttl to `ttl` seconds from now on a majority of nodes.
     /// Raises `LockLostError` if the lock is gone, `NotHeldError` after release.
-    fn extend(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn extend(slf: &Bound<'_, Self>, ttl: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
         let ttl = seconds(ttl, "ttl", false, Scope::Call)?;
-        rt::wait(py, self.inner.lock.extend_task(ttl))?.map_err(|e| crate::errors::core_error(py, e))
+        let task = slf.as_super().get().inner.lock.extend_task(ttl);
+        rt::wait(py, task)?.map_err(|e| crate::errors::core_error(py, e))
     }
 
     /// Releases the lock on every node. Raises `NotHeldError` if it had already
     /// expired, been lost, or been released.
-    fn release(&self, py: Python<'_>) -> PyResult<()> {
-        self.release_now(py)
+    fn release(slf: &Bound<'_, Self>) -> PyResult<()> {
+        Self::release_now(slf)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -188,43 +220,34 @@ impl Lock {
     /// Releases the lock. A release error is raised only when the block
     /// itself finished without an exception.
     fn __exit__(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         exc_type: Option<&Bound<'_, PyType>>,
         _exc_value: Option<&Bound<'_, PyAny>>,
         _traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let result = self.release_now(py);
+        let result = Self::release_now(slf);
         if exc_type.is_none() {
             result?;
         }
         Ok(false)
     }
-
-    fn __repr__(&self) -> String {
-        self.inner.repr("Lock")
-    }
 }
 
 /// A held lock (from `AsyncClient.acquire`); `extend` and `release` are
 /// coroutines. Use it with `async with` to release it at the end of the block.
-#[pyclass(module = "fencelock", frozen)]
-pub struct AsyncLock {
-    inner: Arc<LockInner>,
-    lost: Py<LostSignal>,
-}
+#[pyclass(module = "fencelock", extends = LockBase, frozen)]
+pub struct AsyncLock;
 
 impl AsyncLock {
     /// Wraps a core lock for the asyncio API.
     pub(crate) fn create(py: Python<'_>, inner: Arc<LockInner>) -> PyResult<Py<AsyncLock>> {
-        let lost = Py::new(py, LostSignal { inner: inner.clone() })?;
-        Py::new(py, AsyncLock { inner, lost })
+        Py::new(py, LockBase::init(py, inner)?.add_subclass(AsyncLock))
     }
 
     /// An awaitable release; errors are dropped when `quiet`.
-    pub(crate) fn release_awaitable<'py>(&self, py: Python<'py>, quiet: bool) -> PyResult<Bound<'py, PyAny>> {
-        let task = self.inner.release_task();
-        rt::awaitable(py, async move {
+    pub(crate) fn release_awaitable<'py>(slf: &Bound<'py, Self>, quiet: bool) -> PyResult<Bound<'py, PyAny>> {
+        let task = slf.as_super().get().inner.release_task();
+        asyncio::awaitable(slf.py(), async move {
             let result = task.await;
             Deferred::new(move |py| match result {
                 Err(err) if !quiet => Err(crate::errors::core_error(py, err)),
@@ -236,86 +259,35 @@ impl AsyncLock {
 
 #[pymethods]
 impl AsyncLock {
-    /// The resource this lock protects.
-    #[getter]
-    fn resource(&self) -> &str {
-        self.inner.lock.resource()
-    }
-
-    /// The fencing token: larger than that of every earlier holder of this resource.
-    #[getter]
-    fn fencing_token(&self) -> u64 {
-        self.inner.lock.fencing_token()
-    }
-
-    /// What a fenced write of this holder carries: the fencing token and
-    /// this grant's holder id (see `Lock.fence`).
-    #[getter]
-    fn fence(&self) -> Fence {
-        Fence(self.inner.lock.fence())
-    }
-
-    /// True while the lock is held and its validity has not run out.
-    fn is_held(&self) -> bool {
-        self.inner.lock.is_held()
-    }
-
-    /// Seconds the lock stays valid without another renewal (0.0 when not held).
-    #[getter]
-    fn remaining(&self) -> f64 {
-        self.inner.lock.remaining().as_secs_f64()
-    }
-
-    /// `"held"`, `"released"` or `"lost"`.
-    #[getter]
-    fn status(&self) -> &'static str {
-        self.inner.status()
-    }
-
-    /// How many times the watchdog has renewed the lock.
-    #[getter]
-    fn renewals(&self) -> u32 {
-        self.inner.lock.renewals()
-    }
-
-    /// The lost-lock signal; `await lock.lost` waits for the loss.
-    #[getter]
-    fn lost(&self, py: Python<'_>) -> Py<LostSignal> {
-        self.lost.clone_ref(py)
-    }
-
     /// Coroutine: sets the lock's ttl to `ttl` seconds from now on a majority of nodes.
-    fn extend<'py>(&self, py: Python<'py>, ttl: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn extend<'py>(slf: &Bound<'py, Self>, ttl: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let ttl = seconds(ttl, "ttl", false, Scope::Call)?;
-        let task = self.inner.lock.extend_task(ttl);
-        rt::awaitable(py, async move { Deferred::result(task.await, |py, ()| none(py)) })
+        let task = slf.as_super().get().inner.lock.extend_task(ttl);
+        asyncio::awaitable(slf.py(), async move {
+            Deferred::result(task.await, |py, ()| none(py))
+        })
     }
 
     /// Coroutine: releases the lock on every node.
-    fn release<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.release_awaitable(py, false)
+    fn release<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        Self::release_awaitable(slf, false)
     }
 
     fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let me: Py<PyAny> = slf.into_any().unbind();
-        rt::awaitable(py, async move { Deferred::new(move |_| Ok(me)) })
+        asyncio::awaitable(py, async move { Deferred::new(move |_| Ok(me)) })
     }
 
     /// Releases the lock; a release error is raised only when the block
     /// itself finished without an exception.
     fn __aexit__<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         exc_type: Option<&Bound<'py, PyType>>,
         _exc_value: Option<&Bound<'py, PyAny>>,
         _traceback: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.release_awaitable(py, exc_type.is_some())
-    }
-
-    fn __repr__(&self) -> String {
-        self.inner.repr("AsyncLock")
+        Self::release_awaitable(slf, exc_type.is_some())
     }
 }
 
@@ -382,7 +354,7 @@ impl LostSignal {
     ) -> PyResult<Bound<'py, PyAny>> {
         let timeout = opt_seconds(timeout, "timeout", true, Scope::Call)?;
         let wait = self.lost_within(timeout);
-        rt::awaitable(py, async move {
+        asyncio::awaitable(py, async move {
             let lost = wait.await;
             Deferred::new(move |py| Ok(pyo3::types::PyBool::new(py, lost).to_owned().into_any().unbind()))
         })

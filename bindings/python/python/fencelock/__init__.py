@@ -19,6 +19,7 @@ import atexit
 
 from ._errors import (
     AuthError,
+    CancelledError,
     Closed,
     ClosedError,
     ConfigError,
@@ -79,6 +80,7 @@ __all__ = [
     "ConfigError",
     "Fence",
     "FenceLockError",
+    "CancelledError",
     "InternalError",
     "InvalidArgumentError",
     "Lock",

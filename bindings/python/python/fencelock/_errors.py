@@ -25,6 +25,7 @@ __all__ = [
     "TlsError",
     "ClosedError",
     "WouldBlockError",
+    "CancelledError",
     "InternalError",
     "NotAcquired",
     "LockTimeout",
@@ -161,6 +162,18 @@ class WouldBlockError(FenceLockError):
 
     kind = "would_block"
     code = 12
+
+
+class CancelledError(FenceLockError):
+    """An operation stopped through the core's canceller.
+
+    Python code does not see it: a cancelled asyncio task raises
+    :class:`asyncio.CancelledError`, and Ctrl-C during a blocking call
+    ``KeyboardInterrupt``, as usual. The class completes the table of kinds.
+    """
+
+    kind = "cancelled"
+    code = 102
 
 
 class InternalError(FenceLockError):

@@ -3,9 +3,9 @@
 import datetime
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from types import TracebackType
-from typing import Any, Literal, Optional, Union, final
+from typing import Any, Literal, Optional, Union, final, type_check_only
 
-from typing_extensions import Self
+from typing_extensions import Self, TypedDict, Unpack, disjoint_base
 
 _Seconds = Union[int, float, datetime.timedelta]
 """A duration in seconds (int or float), or a ``timedelta``."""
@@ -21,8 +21,44 @@ raises ``TypeError``. ``"1.3"`` cannot be applied to ``rediss+cluster://`` nodes
 _OnLost = Callable[[str, str], object]
 """``on_lost(resource, reason)``, called on a worker thread when a held lock is lost."""
 
+@type_check_only
+class ClientOptions(TypedDict, total=False):
+    """The keyword options of ``Client(nodes, **options)``, ``AsyncClient(nodes, **options)``
+    and ``AsyncClient.connect(nodes, **options)``. ``None`` keeps the default."""
+
+    key_prefix: Optional[str]
+    node_timeout: Optional[_Seconds]
+    connect_timeout: Optional[_Seconds]
+    drift_factor: Optional[float]
+    retry: Optional[tuple[_Seconds, _Seconds]]
+    default_ttl: Optional[_Seconds]
+    default_wait: Optional[_Seconds]
+    auto_renew: Optional[bool]
+    username: Optional[str]
+    password: Optional[str]
+    tls_ca_pem: Optional[_Pem]
+    tls_client_cert_pem: Optional[_Pem]
+    tls_client_key_pem: Optional[_Pem]
+    tls_min_version: Optional[_TlsVersion]
+    allow_mixed_tls: Optional[bool]
+
+@type_check_only
+class LockOptions(TypedDict, total=False):
+    """The keyword options of ``acquire``, ``try_acquire`` and ``lock`` (both clients).
+    ``None`` keeps the default."""
+
+    auto_renew: Optional[bool]
+    max_hold: Optional[_Seconds]
+    max_renewals: Optional[int]
+    on_lost: Optional[_OnLost]
+
 def settle(timeout: float = 2.0) -> bool:
     """Waits until no client of this process has clean-up running in the background."""
+
+def _bench_core(
+    client: Client, prefix: str, cycles: int, concurrency: int = 1, ttl: float = 10.0
+) -> float:
+    """Benchmark helper: acquire+release cycles in the Rust core alone; the elapsed seconds."""
 
 MIN_TTL: float
 """Shortest ttl accepted, in seconds."""
@@ -95,9 +131,9 @@ class LostSignal:
     def wait_async(self, timeout: Optional[_Seconds] = None) -> Coroutine[Any, Any, bool]: ...
     def __await__(self) -> Generator[Any, None, bool]: ...
 
-@final
-class Lock:
-    """A held lock (sync API); a context manager that releases on exit."""
+@disjoint_base
+class _LockBase:
+    """What :class:`Lock` and :class:`AsyncLock` share (a private base class)."""
 
     @property
     def resource(self) -> str: ...
@@ -114,6 +150,11 @@ class Lock:
     def renewals(self) -> int: ...
     @property
     def lost(self) -> LostSignal: ...
+
+@final
+class Lock(_LockBase):
+    """A held lock (sync API); a context manager that releases on exit."""
+
     def extend(self, ttl: _Seconds) -> None: ...
     def release(self) -> None: ...
     def __enter__(self) -> Self: ...
@@ -125,24 +166,9 @@ class Lock:
     ) -> bool: ...
 
 @final
-class AsyncLock:
+class AsyncLock(_LockBase):
     """A held lock (asyncio API); an async context manager that releases on exit."""
 
-    @property
-    def resource(self) -> str: ...
-    @property
-    def fencing_token(self) -> int: ...
-    @property
-    def fence(self) -> Fence: ...
-    def is_held(self) -> bool: ...
-    @property
-    def remaining(self) -> float: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def renewals(self) -> int: ...
-    @property
-    def lost(self) -> LostSignal: ...
     def extend(self, ttl: _Seconds) -> Coroutine[Any, Any, None]: ...
     def release(self) -> Coroutine[Any, Any, None]: ...
     def __aenter__(self) -> Coroutine[Any, Any, Self]: ...
@@ -184,54 +210,27 @@ class Client:
     def __new__(
         cls,
         nodes: Union[str, Sequence[str]],
-        *,
-        key_prefix: Optional[str] = None,
-        node_timeout: Optional[_Seconds] = None,
-        connect_timeout: Optional[_Seconds] = None,
-        drift_factor: Optional[float] = None,
-        retry: Optional[tuple[_Seconds, _Seconds]] = None,
-        default_ttl: Optional[_Seconds] = None,
-        default_wait: Optional[_Seconds] = None,
-        auto_renew: Optional[bool] = None,
-        username: Optional[str] = None,
-        password: Optional[str] = None,
-        tls_ca_pem: Optional[_Pem] = None,
-        tls_client_cert_pem: Optional[_Pem] = None,
-        tls_client_key_pem: Optional[_Pem] = None,
-        tls_min_version: Optional[_TlsVersion] = None,
-        allow_mixed_tls: Optional[bool] = None,
+        **options: Unpack[ClientOptions],
     ) -> Self: ...
     def acquire(
         self,
         resource: str,
         ttl: Optional[_Seconds] = None,
         wait: Optional[_Seconds] = None,
-        *,
-        auto_renew: Optional[bool] = None,
-        max_hold: Optional[_Seconds] = None,
-        max_renewals: Optional[int] = None,
-        on_lost: Optional[_OnLost] = None,
+        **options: Unpack[LockOptions],
     ) -> Lock: ...
     def try_acquire(
         self,
         resource: str,
         ttl: Optional[_Seconds] = None,
-        *,
-        auto_renew: Optional[bool] = None,
-        max_hold: Optional[_Seconds] = None,
-        max_renewals: Optional[int] = None,
-        on_lost: Optional[_OnLost] = None,
+        **options: Unpack[LockOptions],
     ) -> Optional[Lock]: ...
     def lock(
         self,
         resource: str,
         ttl: Optional[_Seconds] = None,
         wait: Optional[_Seconds] = None,
-        *,
-        auto_renew: Optional[bool] = None,
-        max_hold: Optional[_Seconds] = None,
-        max_renewals: Optional[int] = None,
-        on_lost: Optional[_OnLost] = None,
+        **options: Unpack[LockOptions],
     ) -> LockContext: ...
     def fenced_set(self, key: str, value: str, fence: _FenceArg) -> None: ...
     def fenced_get(self, key: str) -> Optional[tuple[str, int]]: ...
@@ -248,9 +247,6 @@ class Client:
         exc_value: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> bool: ...
-    def _bench_core(
-        self, prefix: str, cycles: int, concurrency: int = 1, ttl: float = 10.0
-    ) -> float: ...
 
 @final
 class AsyncClient:
@@ -259,75 +255,33 @@ class AsyncClient:
     def __new__(
         cls,
         nodes: Union[str, Sequence[str]],
-        *,
-        key_prefix: Optional[str] = None,
-        node_timeout: Optional[_Seconds] = None,
-        connect_timeout: Optional[_Seconds] = None,
-        drift_factor: Optional[float] = None,
-        retry: Optional[tuple[_Seconds, _Seconds]] = None,
-        default_ttl: Optional[_Seconds] = None,
-        default_wait: Optional[_Seconds] = None,
-        auto_renew: Optional[bool] = None,
-        username: Optional[str] = None,
-        password: Optional[str] = None,
-        tls_ca_pem: Optional[_Pem] = None,
-        tls_client_cert_pem: Optional[_Pem] = None,
-        tls_client_key_pem: Optional[_Pem] = None,
-        tls_min_version: Optional[_TlsVersion] = None,
-        allow_mixed_tls: Optional[bool] = None,
+        **options: Unpack[ClientOptions],
     ) -> Self: ...
     @classmethod
     def connect(
         cls,
         nodes: Union[str, Sequence[str]],
-        *,
-        key_prefix: Optional[str] = None,
-        node_timeout: Optional[_Seconds] = None,
-        connect_timeout: Optional[_Seconds] = None,
-        drift_factor: Optional[float] = None,
-        retry: Optional[tuple[_Seconds, _Seconds]] = None,
-        default_ttl: Optional[_Seconds] = None,
-        default_wait: Optional[_Seconds] = None,
-        auto_renew: Optional[bool] = None,
-        username: Optional[str] = None,
-        password: Optional[str] = None,
-        tls_ca_pem: Optional[_Pem] = None,
-        tls_client_cert_pem: Optional[_Pem] = None,
-        tls_client_key_pem: Optional[_Pem] = None,
-        tls_min_version: Optional[_TlsVersion] = None,
-        allow_mixed_tls: Optional[bool] = None,
+        **options: Unpack[ClientOptions],
     ) -> Coroutine[Any, Any, AsyncClient]: ...
     def acquire(
         self,
         resource: str,
         ttl: Optional[_Seconds] = None,
         wait: Optional[_Seconds] = None,
-        *,
-        auto_renew: Optional[bool] = None,
-        max_hold: Optional[_Seconds] = None,
-        max_renewals: Optional[int] = None,
-        on_lost: Optional[_OnLost] = None,
+        **options: Unpack[LockOptions],
     ) -> Coroutine[Any, Any, AsyncLock]: ...
     def try_acquire(
         self,
         resource: str,
         ttl: Optional[_Seconds] = None,
-        *,
-        auto_renew: Optional[bool] = None,
-        max_hold: Optional[_Seconds] = None,
-        max_renewals: Optional[int] = None,
-        on_lost: Optional[_OnLost] = None,
+        **options: Unpack[LockOptions],
     ) -> Coroutine[Any, Any, Optional[AsyncLock]]: ...
     def lock(
         self,
         resource: str,
         ttl: Optional[_Seconds] = None,
         wait: Optional[_Seconds] = None,
-        *,
-        auto_renew: Optional[bool] = None,
-        max_hold: Optional[_Seconds] = None,
-        max_renewals: Optional[int] = None,
-        on_lost: Optional[_OnLost] = None,
+        **options: Unpack[LockOptions],
     ) -> AsyncLockContext: ...
     def fenced_set(self, key: str, value: str, fence: _FenceArg) -> Coroutine[Any, Any, None]: ...
     def fenced_get(self, key: str) -> Coroutine[Any, Any, Optional[tuple[str, int]]]: ...

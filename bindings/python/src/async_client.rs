@@ -1,0 +1,250 @@
+//! `AsyncClient`, the asyncio API, and `AsyncLockContext`, its
+//! `async with client.lock(...)`.
+//!
+//! Every call returns an awaitable driven by the core's runtime (see
+//! `asyncio::awaitable`); cancelling the awaiting task cancels the operation.
+
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyType};
+
+use crate::args::{AcquireArgs, client_builder, resource_arg, text_arg};
+use crate::asyncio;
+use crate::calls::{acquire, inspect_py, try_acquire};
+use crate::errors::core_error;
+use crate::fence::fenced_args;
+use crate::lock::{AsyncLock, LockInner};
+use crate::rt::{self, Deferred};
+
+/// The asyncio twin of `Client`: the same calls as coroutines, on the same
+/// internal runtime. Cancelling the task awaiting `acquire` cancels the
+/// attempt and undoes any partial grant.
+///
+/// The constructor connects (briefly blocking, GIL released, at most
+/// `connect_timeout`); `await AsyncClient.connect(...)` does the same
+/// without blocking the event loop.
+#[pyclass(module = "fencelock", frozen)]
+pub struct AsyncClient {
+    inner: fencelock::Client,
+}
+
+#[pymethods]
+impl AsyncClient {
+    // The options: `ClientOptionArgs` in args.rs.
+    #[new]
+    #[pyo3(signature = (nodes, **options))]
+    fn new(py: Python<'_>, nodes: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let builder = client_builder("AsyncClient.__new__()", nodes, options)?;
+        let inner = rt::wait(py, builder.build())?.map_err(|e| core_error(py, e))?;
+        Ok(AsyncClient { inner })
+    }
+
+    /// Coroutine: connects without blocking the event loop and returns the
+    /// client. Takes the same arguments as the constructor.
+    #[classmethod]
+    #[pyo3(signature = (nodes, **options))]
+    fn connect<'py>(
+        _cls: &Bound<'py, PyType>,
+        py: Python<'py>,
+        nodes: &Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let builder = client_builder("AsyncClient.connect()", nodes, options)?;
+        asyncio::awaitable(py, async move {
+            Deferred::result(builder.build().await, |py, inner| {
+                Ok(Py::new(py, AsyncClient { inner })?.into_any())
+            })
+        })
+    }
+
+    /// Coroutine: takes the lock on `resource`, retrying while it is held
+    /// elsewhere for up to `wait` seconds; returns an `AsyncLock`.
+    #[pyo3(signature = (resource, ttl=None, wait=None, **options))]
+    fn acquire<'py>(
+        &self,
+        py: Python<'py>,
+        resource: &Bound<'py, PyAny>,
+        ttl: Option<&Bound<'py, PyAny>>,
+        wait: Option<&Bound<'py, PyAny>>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = AcquireArgs::parse("AsyncClient.acquire()", resource, ttl, wait, options)?;
+        acquire_awaitable(py, self.inner.clone(), args, None)
+    }
+
+    /// Coroutine: one attempt; the `AsyncLock`, or None when held by someone else.
+    #[pyo3(signature = (resource, ttl=None, **options))]
+    fn try_acquire<'py>(
+        &self,
+        py: Python<'py>,
+        resource: &Bound<'py, PyAny>,
+        ttl: Option<&Bound<'py, PyAny>>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = AcquireArgs::parse("AsyncClient.try_acquire()", resource, ttl, None, options)?;
+        let task = try_acquire(self.inner.clone(), args.resource, args.options);
+        let on_lost = args.on_lost;
+        asyncio::awaitable(py, async move {
+            Deferred::result(task.await, move |py, lock| match lock {
+                None => Ok(py.None()),
+                Some(lock) => Ok(AsyncLock::create(py, LockInner::new(lock.claim(), on_lost))?.into_any()),
+            })
+        })
+    }
+
+    /// An async context manager that acquires on entry (same arguments as
+    /// `acquire`) and releases on exit: `async with client.lock("jobs:1", ttl=10) as lock:`.
+    #[pyo3(signature = (resource, ttl=None, wait=None, **options))]
+    fn lock(
+        &self,
+        resource: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        wait: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<AsyncLockContext> {
+        let args = AcquireArgs::parse("AsyncClient.lock()", resource, ttl, wait, options)?;
+        Ok(AsyncLockContext {
+            client: self.inner.clone(),
+            args,
+            lock: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// Coroutine: the fenced write of `Client.fenced_set`.
+    fn fenced_set<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        value: &Bound<'py, PyAny>,
+        fence: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (key, value, token) = fenced_args(key, value, fence)?;
+        let client = self.inner.clone();
+        asyncio::awaitable(py, async move {
+            Deferred::result(client.fenced_set(&key, &value, token).await, |py, ()| {
+                Ok(py.None())
+            })
+        })
+    }
+
+    /// Coroutine: what `fenced_set` stored, `(value, fencing_token)`, or None.
+    fn fenced_get<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let key = text_arg(key, "key")?;
+        let client = self.inner.clone();
+        asyncio::awaitable(py, async move {
+            Deferred::result(client.fenced_get(&key).await, |py, value| {
+                Ok(value.into_pyobject(py)?.into_any().unbind())
+            })
+        })
+    }
+
+    /// Coroutine: each node's view of `resource` (see `Client.inspect`).
+    fn inspect<'py>(&self, py: Python<'py>, resource: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let resource = resource_arg(resource)?;
+        let client = self.inner.clone();
+        asyncio::awaitable(py, async move {
+            Deferred::result(client.inspect(&resource).await, inspect_py)
+        })
+    }
+
+    /// The nodes, as URLs without passwords.
+    #[getter]
+    fn nodes(&self) -> Vec<String> {
+        self.inner.nodes()
+    }
+
+    /// How many nodes must agree: `len(nodes) // 2 + 1`.
+    #[getter]
+    fn quorum(&self) -> usize {
+        self.inner.quorum()
+    }
+
+    /// Refuses new operations from now on (they raise `ClosedError`).
+    fn close(&self) {
+        self.inner.close();
+    }
+
+    fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let me: Py<PyAny> = slf.into_any().unbind();
+        asyncio::awaitable(py, async move { Deferred::new(move |_| Ok(me)) })
+    }
+
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        _exc_type: Option<&Bound<'py, PyAny>>,
+        _exc_value: Option<&Bound<'py, PyAny>>,
+        _traceback: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.inner.close();
+        asyncio::awaitable(py, async move {
+            Deferred::new(|py| Ok(pyo3::types::PyBool::new(py, false).to_owned().into_any().unbind()))
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<fencelock.AsyncClient nodes={:?} quorum={}>",
+            self.inner.nodes(),
+            self.inner.quorum()
+        )
+    }
+}
+
+/// Where `AsyncLockContext` keeps its lock for `__aexit__`.
+type LockSlot = Arc<Mutex<Option<Py<AsyncLock>>>>;
+
+/// The awaitable of `acquire` and `AsyncLockContext.__aenter__`: acquires on
+/// the runtime and wraps the lock for Python (also into `slot`, if given).
+fn acquire_awaitable<'py>(
+    py: Python<'py>,
+    client: fencelock::Client,
+    args: AcquireArgs,
+    slot: Option<LockSlot>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let task = acquire(client, args.resource, args.options);
+    let on_lost = args.on_lost;
+    asyncio::awaitable(py, async move {
+        Deferred::result(task.await, move |py, lock| {
+            let lock = AsyncLock::create(py, LockInner::new(lock.claim(), on_lost))?;
+            if let Some(slot) = slot {
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock.clone_ref(py));
+            }
+            Ok(lock.into_any())
+        })
+    })
+}
+
+/// Returned by `AsyncClient.lock(...)`: acquires on `__aenter__`, releases on `__aexit__`.
+#[pyclass(module = "fencelock", frozen)]
+pub struct AsyncLockContext {
+    client: fencelock::Client,
+    args: AcquireArgs,
+    lock: LockSlot,
+}
+
+#[pymethods]
+impl AsyncLockContext {
+    fn __aenter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let (client, args) = (self.client.clone(), self.args.clone_ref(py));
+        acquire_awaitable(py, client, args, Some(self.lock.clone()))
+    }
+
+    /// Releases the lock; a release error is raised only when the block
+    /// itself finished without an exception.
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        exc_type: Option<&Bound<'py, PyType>>,
+        _exc_value: Option<&Bound<'py, PyAny>>,
+        _traceback: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let lock = self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match lock {
+            Some(lock) => AsyncLock::release_awaitable(lock.bind(py), exc_type.is_some()),
+            None => asyncio::awaitable(py, async move { Deferred::new(|py| Ok(py.None())) }),
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! What `Client` and `AsyncClient` share below the argument parsing: the
+//! core calls that hand out locks, and `inspect`'s answer as Python objects.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use fencelock::{LockOptions, Unclaimed};
+
+/// The core's `try_acquire`: `None` when held by someone else. The lock
+/// travels [`Unclaimed`] until a Python object holds it, so a wait given up
+/// at the moment of the grant (Ctrl-C, a cancelled task) releases it.
+pub(crate) async fn try_acquire(
+    client: fencelock::Client,
+    resource: String,
+    options: LockOptions,
+) -> fencelock::Result<Option<Unclaimed>> {
+    Ok(client.try_acquire(&resource, options).await?.map(Unclaimed::new))
+}
+
+/// The core's `acquire`, the lock [`Unclaimed`] as in [`try_acquire`].
+pub(crate) async fn acquire(
+    client: fencelock::Client,
+    resource: String,
+    options: LockOptions,
+) -> fencelock::Result<Unclaimed> {
+    client.acquire(&resource, options).await.map(Unclaimed::new)
+}
+
+/// `inspect`'s answer: a list of dicts with `node`, `held`, `ttl` (seconds
+/// or None), `fencing_counter` and `error`.
+pub(crate) fn inspect_py(py: Python<'_>, states: Vec<fencelock::NodeLockState>) -> PyResult<Py<PyAny>> {
+    let list = PyList::empty(py);
+    for s in states {
+        let d = PyDict::new(py);
+        d.set_item("node", s.node)?;
+        d.set_item("held", s.held)?;
+        d.set_item("ttl", s.ttl_ms.map(|ms| ms as f64 / 1000.0))?;
+        d.set_item("fencing_counter", s.fencing_counter)?;
+        d.set_item("error", s.error)?;
+        list.append(d)?;
+    }
+    Ok(list.into_any().unbind())
+}

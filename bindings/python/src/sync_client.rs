@@ -1,0 +1,222 @@
+//! `Client`, the sync API, and `LockContext`, its `with client.lock(...)`.
+//!
+//! Every call waits on the core's runtime with the GIL released; Ctrl-C
+//! interrupts a wait on the main thread.
+
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyType};
+
+use crate::args::{AcquireArgs, client_builder, resource_arg, text_arg};
+use crate::calls::{acquire, inspect_py, try_acquire};
+use crate::errors::core_error;
+use crate::fence::fenced_args;
+use crate::lock::{Lock, LockInner};
+use crate::rt;
+
+/// A distributed lock client over one Redis node (single-node lock) or N
+/// independent masters (Redlock). Blocking calls release the GIL; Ctrl-C
+/// interrupts a waiting call on the main thread.
+///
+/// The constructor connects to every node in parallel (unreachable nodes
+/// are retried on use; bad configuration, refused credentials and TLS
+/// failures raise).
+///
+/// TLS options (for `rediss://` nodes): `tls_ca_pem` (a private CA),
+/// `tls_client_cert_pem` + `tls_client_key_pem` (client certificates) and
+/// `tls_min_version`, the oldest TLS version accepted: the string `"1.2"`
+/// (default; TLS 1.0 and 1.1 are never spoken) or `"1.3"`. Any other string
+/// raises `ConfigError`, anything but a string (such as the float `1.3`)
+/// `TypeError`. With `"1.3"`, a node that offers only TLS 1.2 fails with
+/// `TlsError`, and `rediss+cluster://` nodes are refused with `ConfigError`
+/// (restrict those with the servers' `tls-protocols`).
+#[pyclass(module = "fencelock", frozen)]
+pub struct Client {
+    pub(crate) inner: fencelock::Client,
+}
+
+#[pymethods]
+impl Client {
+    // The options: `ClientOptionArgs` in args.rs.
+    #[new]
+    #[pyo3(signature = (nodes, **options))]
+    fn new(py: Python<'_>, nodes: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let builder = client_builder("Client.__new__()", nodes, options)?;
+        let inner = rt::wait(py, builder.build())?.map_err(|e| core_error(py, e))?;
+        Ok(Client { inner })
+    }
+
+    /// Takes the lock on `resource`, retrying while it is held elsewhere for
+    /// up to `wait` seconds. `ttl` is the lease in seconds (renewed every
+    /// ttl/3 while held unless `auto_renew=False`).
+    ///
+    /// Raises `LockTimeoutError` when `wait` passed (`NotAcquiredError` when `wait` is
+    /// 0), `UnavailableError` when a majority of nodes cannot be reached.
+    #[pyo3(signature = (resource, ttl=None, wait=None, **options))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        resource: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        wait: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<Lock>> {
+        let args = AcquireArgs::parse("Client.acquire()", resource, ttl, wait, options)?;
+        self.acquire_with(py, args)
+    }
+
+    /// One attempt: the lock, or None when it is held by someone else.
+    #[pyo3(signature = (resource, ttl=None, **options))]
+    fn try_acquire(
+        &self,
+        py: Python<'_>,
+        resource: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Option<Py<Lock>>> {
+        let args = AcquireArgs::parse("Client.try_acquire()", resource, ttl, None, options)?;
+        let task = try_acquire(self.inner.clone(), args.resource, args.options);
+        match rt::wait(py, task)?.map_err(|e| core_error(py, e))? {
+            None => Ok(None),
+            Some(lock) => Lock::create(py, LockInner::new(lock.claim(), args.on_lost)).map(Some),
+        }
+    }
+
+    /// A context manager that acquires on entry (same arguments as
+    /// `acquire`) and releases on exit: `with client.lock("jobs:1", ttl=10) as lock:`.
+    #[pyo3(signature = (resource, ttl=None, wait=None, **options))]
+    fn lock(
+        slf: Py<Self>,
+        resource: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        wait: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<LockContext> {
+        let args = AcquireArgs::parse("Client.lock()", resource, ttl, wait, options)?;
+        Ok(LockContext {
+            client: slf,
+            args,
+            lock: Mutex::new(None),
+        })
+    }
+
+    /// Writes `value` to the Redis hash `key` on the first node only if
+    /// `fence` (`lock.fence`) is newer than the last write there: a larger
+    /// token, or the same token from the same grant. A bare int token writes
+    /// only where every stored token is older. Raises `StaleTokenError` otherwise.
+    fn fenced_set(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        fence: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (key, value, token) = fenced_args(key, value, fence)?;
+        let client = self.inner.clone();
+        rt::wait(py, async move { client.fenced_set(&key, &value, token).await })?
+            .map_err(|e| core_error(py, e))
+    }
+
+    /// Reads what `fenced_set` stored: `(value, fencing_token)`, or None.
+    fn fenced_get(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<(String, u64)>> {
+        let key = text_arg(key, "key")?;
+        let client = self.inner.clone();
+        rt::wait(py, async move { client.fenced_get(&key).await })?.map_err(|e| core_error(py, e))
+    }
+
+    /// Each node's view of `resource`: a list of dicts with `node`, `held`,
+    /// `ttl` (seconds or None), `fencing_counter` and `error`.
+    fn inspect(&self, py: Python<'_>, resource: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let resource = resource_arg(resource)?;
+        let client = self.inner.clone();
+        let states =
+            rt::wait(py, async move { client.inspect(&resource).await })?.map_err(|e| core_error(py, e))?;
+        inspect_py(py, states)
+    }
+
+    /// The nodes, as URLs without passwords.
+    #[getter]
+    fn nodes(&self) -> Vec<String> {
+        self.inner.nodes()
+    }
+
+    /// How many nodes must agree: `len(nodes) // 2 + 1`.
+    #[getter]
+    fn quorum(&self) -> usize {
+        self.inner.quorum()
+    }
+
+    /// Refuses new operations from now on (they raise `ClosedError`). Held locks
+    /// can still be released.
+    fn close(&self) {
+        self.inner.close();
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc_value: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> bool {
+        self.inner.close();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<fencelock.Client nodes={:?} quorum={}>",
+            self.inner.nodes(),
+            self.inner.quorum()
+        )
+    }
+}
+
+impl Client {
+    /// Acquires (GIL released) and wraps the lock for Python.
+    fn acquire_with(&self, py: Python<'_>, args: AcquireArgs) -> PyResult<Py<Lock>> {
+        let task = acquire(self.inner.clone(), args.resource, args.options);
+        let lock = rt::wait(py, task)?.map_err(|e| core_error(py, e))?;
+        Lock::create(py, LockInner::new(lock.claim(), args.on_lost))
+    }
+}
+
+/// Returned by `Client.lock(...)`: acquires on `__enter__`, releases on `__exit__`.
+#[pyclass(module = "fencelock", frozen)]
+pub struct LockContext {
+    client: Py<Client>,
+    args: AcquireArgs,
+    lock: Mutex<Option<Py<Lock>>>,
+}
+
+#[pymethods]
+impl LockContext {
+    fn __enter__(&self, py: Python<'_>) -> PyResult<Py<Lock>> {
+        let lock = self.client.get().acquire_with(py, self.args.clone_ref(py))?;
+        *self.lock.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock.clone_ref(py));
+        Ok(lock)
+    }
+
+    /// Releases the lock; a release error is raised only when the block
+    /// itself finished without an exception.
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyType>>,
+        _exc_value: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let lock = self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(lock) = lock {
+            let result = Lock::release_now(lock.bind(py));
+            if exc_type.is_none() {
+                result?;
+            }
+        }
+        Ok(false)
+    }
+}
