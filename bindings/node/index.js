@@ -11,7 +11,7 @@
  * - `lib/client.js`: `Client` (acquire, tryAcquire, using, fenced writes, close).
  * - `lib/lock.js`: `Lock` (its lazy `AbortSignal`, `Symbol.asyncDispose`).
  * - `lib/fence.js`: `Fence`, what a fenced write carries.
- * - `lib/errors.js`: the error classes and `makeError`, which the addon calls.
+ * - `lib/errors.js`: the error classes; `lib/make-error.js`: `makeError`, which the addon calls.
  * - `lib/lost.js`: the `LockLostError` a lost lock's signal aborts with, and
  *   the warning when a lost-lock callback throws.
  * - `lib/args.js`: argument checks that throw `TypeError`/`RangeError` naming
@@ -23,24 +23,7 @@
  */
 
 const native = require('./native.js')
-const {
-  FenceLockError,
-  NotAcquiredError,
-  LockTimeoutError,
-  UnavailableError,
-  LockLostError,
-  NotHeldError,
-  StaleTokenError,
-  InvalidArgumentError,
-  ConfigError,
-  AuthError,
-  TlsError,
-  ClosedError,
-  WouldBlockError,
-  CancelledError,
-  InternalError,
-  makeError,
-} = require('./lib/errors.js')
+const { makeError } = require('./lib/make-error.js')
 const { reportError } = require('./lib/lost.js')
 const { keepPolling } = require('./lib/polling.js')
 const { LIMITS } = require('./lib/args.js')
@@ -66,21 +49,9 @@ module.exports = {
   Client,
   Lock,
   Fence,
-  FenceLockError,
-  NotAcquiredError,
-  LockTimeoutError,
-  UnavailableError,
-  LockLostError,
-  NotHeldError,
-  StaleTokenError,
-  InvalidArgumentError,
-  ConfigError,
-  AuthError,
-  TlsError,
-  ClosedError,
-  WouldBlockError,
-  CancelledError,
-  InternalError,
+  // Each class of lib/errors.js (a spread of require() is a form Node's ES
+  // module loader reads, so index.mjs re-exports every class by name).
+  ...require('./lib/errors.js'),
   MIN_TTL_MS,
   MAX_TTL_MS,
   MAX_WAIT_MS,

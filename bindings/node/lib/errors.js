@@ -1,7 +1,7 @@
 'use strict'
 
-// The error classes fencelock rejects with, and `makeError`, which the addon
-// calls to build them.
+// The error classes fencelock rejects with: exactly this module's exports
+// (index.js spreads them into the package's). `make-error.js` builds them.
 
 /**
  * Base class of every error fencelock rejects with (bad arguments aside, which are `TypeError`/`RangeError`).
@@ -76,39 +76,24 @@ class CancelledError extends FenceLockError {}
 /** A bug in fencelock: a panic inside it was caught before it reached you. Please report it. */
 class InternalError extends FenceLockError {}
 
-/** The class of each core kind. */
-const CLASSES = Object.fromEntries(
-  [
-    kindClass(NotAcquiredError, 'not_acquired'),
-    kindClass(LockTimeoutError, 'timeout'),
-    kindClass(UnavailableError, 'unavailable'),
-    kindClass(LockLostError, 'lost'),
-    kindClass(NotHeldError, 'not_held'),
-    kindClass(StaleTokenError, 'stale_token'),
-    kindClass(InvalidArgumentError, 'invalid_argument'),
-    kindClass(ConfigError, 'config'),
-    kindClass(AuthError, 'auth'),
-    kindClass(TlsError, 'tls'),
-    kindClass(ClosedError, 'closed'),
-    kindClass(WouldBlockError, 'would_block'),
-    kindClass(CancelledError, 'cancelled'),
-    kindClass(InternalError, 'internal'),
-  ].map((Class) => [Class.kind, Class]),
-)
-
-/** Builds the error of a core kind (called by the addon on the JS thread). */
-function makeError(kind, message, resource, nodes) {
-  const Class = CLASSES[kind] ?? FenceLockError
-  const reports = nodes.map(([node, outcome, detail]) => ({ node, outcome, detail }))
-  const text =
-    reports.length === 0 ? message : `${message} [${reports.map((r) => `${r.node}: ${r.detail}`).join('; ')}]`
-  const error = new Class(text, { resource, nodes: reports })
-  if (Class === FenceLockError) {
-    // A kind newer than this file: keep the core's name for it.
-    error.kind = kind
-    error.code = kind.toUpperCase()
-  }
-  return error
+// Each class's core kind and code.
+for (const [Class, kind] of [
+  [NotAcquiredError, 'not_acquired'],
+  [LockTimeoutError, 'timeout'],
+  [UnavailableError, 'unavailable'],
+  [LockLostError, 'lost'],
+  [NotHeldError, 'not_held'],
+  [StaleTokenError, 'stale_token'],
+  [InvalidArgumentError, 'invalid_argument'],
+  [ConfigError, 'config'],
+  [AuthError, 'auth'],
+  [TlsError, 'tls'],
+  [ClosedError, 'closed'],
+  [WouldBlockError, 'would_block'],
+  [CancelledError, 'cancelled'],
+  [InternalError, 'internal'],
+]) {
+  kindClass(Class, kind)
 }
 
 module.exports = {
@@ -127,5 +112,4 @@ module.exports = {
   WouldBlockError,
   CancelledError,
   InternalError,
-  makeError,
 }
