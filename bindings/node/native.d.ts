@@ -48,11 +48,8 @@ export declare class NativeClient {
   fencedGet(key: string): Promise<FencedValue | null>
   /** Each node's view of `resource`. */
   inspect(resource: string): Promise<NodeLockState[]>
-  /**
-   * Refuses new operations from now on; resolves at once. Held locks can
-   * still be released.
-   */
-  close(): Promise<void>
+  /** Refuses new operations from now on. Held locks can still be released. */
+  close(): void
 }
 
 /** Client settings, as validated by the JavaScript layer (all optional but `nodes`). */

@@ -133,8 +133,8 @@ class Client {
    * Refuses new operations (they reject with `ClosedError`). Held locks can
    * still be released. Nothing keeps the process alive afterwards.
    */
-  close() {
-    return this.#native.close()
+  async close() {
+    this.#native.close()
   }
 
   /** `await using client = new Client(…)` closes it at block exit. */

@@ -88,7 +88,6 @@ impl NativeClient {
     /// starts connecting in the background; operations wait for it.
     #[napi(constructor)]
     pub fn new(env: Env, options: ClientOptions) -> napi::Result<Self> {
-        bridge::state(env.raw())?; // this thread's bridge, before any promise
         let client = builder(&env, options)?
             .start()
             .map_err(|err| errors::throw(&env, &err))?;
@@ -204,13 +203,10 @@ impl NativeClient {
         })
     }
 
-    /// Refuses new operations from now on; resolves at once. Held locks can
-    /// still be released.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        let state = bridge::state(env.raw())?;
+    /// Refuses new operations from now on. Held locks can still be released.
+    #[napi]
+    pub fn close(&self) {
         self.client.close();
-        state.promise(async { Ok(()) }, |env, ()| undefined(env))
     }
 }
 
