@@ -63,6 +63,12 @@ impl From<Error> for Failure {
     }
 }
 
+impl From<Failure> for fencelock_error {
+    fn from(failure: Failure) -> Self {
+        fencelock_error::new(failure.status, failure.message, failure.nodes)
+    }
+}
+
 /// Runs a function body with panics caught; returns its status and hands any
 /// failure's detail to `error_out` (which may be NULL).
 ///
@@ -76,8 +82,10 @@ pub(crate) unsafe fn boundary(
         Ok(()) => fencelock_status::FENCELOCK_STATUS_OK,
         Err(failure) => {
             let status = failure.status;
-            // SAFETY: per this function's contract.
-            unsafe { fencelock_error::write(failure, error_out) };
+            if !error_out.is_null() {
+                // SAFETY: per this function's contract, `error_out` is writable.
+                unsafe { *error_out = Box::into_raw(Box::new(fencelock_error::from(failure))) };
+            }
             status
         }
     }

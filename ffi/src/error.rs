@@ -5,7 +5,6 @@ use std::ptr;
 
 use fencelock::NodeReport;
 
-use crate::boundary::{Failure, boundary_status};
 use crate::names;
 use crate::status::fencelock_status;
 
@@ -49,22 +48,11 @@ struct NodeEntry {
 }
 
 impl fencelock_error {
-    pub(crate) fn new(failure: Failure) -> Self {
+    pub(crate) fn new(status: fencelock_status, message: String, nodes: Vec<NodeReport>) -> Self {
         fencelock_error {
-            status: failure.status,
-            message: c_string(failure.message),
-            nodes: failure.nodes.into_iter().map(NodeEntry::from).collect(),
-        }
-    }
-
-    /// Hands `failure` to the caller through `out`, if it asked for detail.
-    ///
-    /// # Safety
-    /// `out` is NULL or valid for one pointer write.
-    pub(crate) unsafe fn write(failure: Failure, out: *mut *mut fencelock_error) {
-        if !out.is_null() {
-            // SAFETY: the caller promised `out` is writable.
-            unsafe { *out = Box::into_raw(Box::new(fencelock_error::new(failure))) };
+            status,
+            message: c_string(message),
+            nodes: nodes.into_iter().map(NodeEntry::from).collect(),
         }
     }
 }
@@ -147,23 +135,22 @@ pub unsafe extern "C" fn fencelock_error_node(
     outcome: *mut fencelock_node_outcome,
     detail: *mut *const c_char,
 ) -> fencelock_status {
-    boundary_status(|| {
-        // SAFETY: per the function's contract.
-        let error = unsafe { error.as_ref() }.ok_or_else(|| Failure::null("error"))?;
-        let entry = error.nodes.get(index).ok_or_else(|| {
-            Failure::invalid(format!(
-                "node index {index} is out of range: the error has {} node reports",
-                error.nodes.len()
-            ))
-        })?;
-        // SAFETY: each is NULL or writable, per the function's contract.
-        unsafe {
-            write_if_wanted(node, entry.node.as_ptr());
-            write_if_wanted(outcome, entry.outcome);
-            write_if_wanted(detail, entry.detail.as_ptr());
-        }
-        Ok(())
-    })
+    // Plain returns rather than the boundary: nothing here can panic, and the
+    // boundary's own error type is the one being read.
+    // SAFETY: per the function's contract.
+    let Some(error) = (unsafe { error.as_ref() }) else {
+        return fencelock_status::FENCELOCK_STATUS_NULL_ARGUMENT;
+    };
+    let Some(entry) = error.nodes.get(index) else {
+        return fencelock_status::FENCELOCK_STATUS_INVALID_ARGUMENT;
+    };
+    // SAFETY: each is NULL or writable, per the function's contract.
+    unsafe {
+        write_if_wanted(node, entry.node.as_ptr());
+        write_if_wanted(outcome, entry.outcome);
+        write_if_wanted(detail, entry.detail.as_ptr());
+    }
+    fencelock_status::FENCELOCK_STATUS_OK
 }
 
 /// # Safety

@@ -106,7 +106,7 @@ fn into_status(result: FfiResult) -> (fencelock_status, *mut fencelock_error) {
         Ok(()) => (fencelock_status::FENCELOCK_STATUS_OK, std::ptr::null_mut()),
         Err(failure) => (
             failure.status,
-            Box::into_raw(Box::new(fencelock_error::new(failure))),
+            Box::into_raw(Box::new(fencelock_error::from(failure))),
         ),
     }
 }
