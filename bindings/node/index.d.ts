@@ -10,47 +10,29 @@
  * argument. Every other failure is a {@link FenceLockError} subclass.
  */
 
-/** Client settings. Only `nodes` is required. */
-export interface ClientOptions {
+import type * as native from './native'
+import type { FencedValue, NodeLockState } from './native'
+
+// The addon's result types are the package's own.
+export type { FencedValue, NodeLockState }
+
+/**
+ * Client settings. Only `nodes` is required. The native addon's options
+ * (`native.d.ts`), except that `nodes` may be one URL and PEM texts may be
+ * `Buffer`s.
+ */
+export interface ClientOptions extends Omit<
+  native.ClientOptions,
+  'nodes' | 'tlsCaPem' | 'tlsClientCertPem' | 'tlsClientKeyPem'
+> {
   /** One `redis://[user:password@]host:port[/db]` URL (single-node lock), or several independent masters (Redlock). `rediss://` for TLS. */
   nodes: string | string[]
-  /** Prefix of every key (default `"fencelock:"`). May not contain braces. */
-  keyPrefix?: string
-  /** Hard limit on each request to one node, in ms (default 100). */
-  nodeTimeoutMs?: number
-  /** Limit on opening a connection, in ms (default 1000). */
-  connectTimeoutMs?: number
-  /** Clock-drift factor of the Redlock validity formula, 0 to 0.1 (default 0.01). */
-  driftFactor?: number
-  /** Cap of the first retry delay while a lock is busy, in ms (default 10). */
-  retryBaseDelayMs?: number
-  /** Largest retry delay cap, in ms (default 500). */
-  retryMaxDelayMs?: number
-  /** ttl for `acquire` calls that give none, in ms (default 30000). */
-  defaultTtlMs?: number
-  /** wait for `acquire` calls that give none, in ms (default 10000). */
-  defaultWaitMs?: number
-  /** Whether locks are renewed at ttl/3 while held unless their options say otherwise (default true). */
-  autoRenew?: boolean
-  /** ACL user name for every node (overrides the URLs'). */
-  username?: string
-  /** Password for every node (overrides the URLs'). Never printed. */
-  password?: string
   /** PEM CA bundle to trust for `rediss://` nodes instead of the Mozilla roots. */
   tlsCaPem?: string | Buffer
   /** PEM client certificate for mutual TLS (with `tlsClientKeyPem`). */
   tlsClientCertPem?: string | Buffer
   /** PEM client key for mutual TLS (with `tlsClientCertPem`). */
   tlsClientKeyPem?: string | Buffer
-  /**
-   * Oldest TLS version accepted from `rediss://` nodes: `'1.2'` (default; TLS 1.0 and 1.1 are never spoken)
-   * or `'1.3'`. Another string throws a `RangeError`, a non-string (such as the number `1.3`) a `TypeError`.
-   * With `'1.3'`, a node that offers only TLS 1.2 fails with `TlsError`, and `rediss+cluster://` nodes are
-   * refused with `ConfigError` (restrict those with the servers' `tls-protocols`).
-   */
-  tlsMinVersion?: '1.2' | '1.3'
-  /** Allow a quorum that mixes `rediss://` and `redis://` nodes (refused by default). */
-  allowMixedTls?: boolean
 }
 
 /** Options of one `tryAcquire`. */
@@ -73,20 +55,6 @@ export interface AcquireOptions extends TryAcquireOptions {
   signal?: AbortSignal
 }
 
-/** One node's view of a lock, from `client.inspect()`. */
-export interface NodeLockState {
-  /** The node, without credentials. */
-  node: string
-  /** Whether the lock key exists there. */
-  held: boolean
-  /** Its remaining ttl in ms, if it exists and has one. */
-  ttlMs?: number
-  /** The resource's fencing counter on that node. */
-  fencingCounter: bigint
-  /** The error, if the node did not answer. */
-  error?: string
-}
-
 /**
  * What a fenced write carries: a fencing token and the holder id of its
  * grant. Storage accepts it over an equal token only from the same grant.
@@ -105,14 +73,6 @@ export declare class Fence {
 
 /** The largest holder id (2n**63n-1n): ids fit a signed 64-bit SQL column. */
 export declare const MAX_HOLDER_ID: bigint
-
-/** What `client.fencedGet()` reads. */
-export interface FencedValue {
-  /** The stored value. */
-  value: string
-  /** The fencing token of the write that stored it. */
-  fencingToken: bigint
-}
 
 /**
  * A client of one Redis node (single-node locks) or of N independent masters

@@ -28,15 +28,18 @@ export declare class NativeClient {
    */
   constructor(options: ClientOptions)
   /**
-   * Takes the lock, waiting up to `waitMs` while it is busy; rejects with
-   * `LockTimeoutError` then (or `NotAcquiredError` when `waitMs` is 0).
-   * `canceller.cancel()` stops the wait and undoes any partial grant: the
-   * promise rejects with a `CancelledError`, which `Client#acquire`
-   * replaces with the `AbortSignal`'s reason.
+   * Takes the lock, waiting up to `options.waitMs` while it is busy;
+   * rejects with `LockTimeoutError` then (or `NotAcquiredError` when it
+   * is 0). `canceller.cancel()` stops the wait and undoes any partial
+   * grant: the promise rejects with a `CancelledError`, which
+   * `Client#acquire` replaces with the `AbortSignal`'s reason.
    */
-  acquire(resource: string, ttlMs?: number | undefined | null, waitMs?: number | undefined | null, autoRenew?: boolean | undefined | null, maxHoldMs?: number | undefined | null, maxRenewals?: number | undefined | null, canceller?: Canceller | undefined | null): Promise<unknown>
-  /** One attempt: resolves `null` when the lock is held elsewhere. */
-  tryAcquire(resource: string, ttlMs?: number | undefined | null, autoRenew?: boolean | undefined | null, maxHoldMs?: number | undefined | null, maxRenewals?: number | undefined | null): Promise<unknown | null>
+  acquire(resource: string, options: LockOptions, canceller?: Canceller | undefined | null): Promise<unknown>
+  /**
+   * One attempt (`options.waitMs` plays no part): resolves `null` when the
+   * lock is held elsewhere.
+   */
+  tryAcquire(resource: string, options: LockOptions): Promise<unknown | null>
   /**
    * Writes `value` to the hash `key` on the first node, only if the fence
    * (`fencingToken`, `holder`) is newer than the last write's: a larger
@@ -54,43 +57,56 @@ export declare class NativeClient {
 
 /** Client settings, as validated by the JavaScript layer (all optional but `nodes`). */
 export interface ClientOptions {
-  /** Node URLs: one for a single-node lock, several independent masters for Redlock. */
+  /**
+   * One `redis://[user:password@]host:port[/db]` URL (single-node lock), or
+   * several independent masters (Redlock). `rediss://` for TLS.
+   */
   nodes: Array<string>
-  /** Prefix of every key (default `"fencelock:"`). */
+  /** Prefix of every key (default `"fencelock:"`). May not contain braces. */
   keyPrefix?: string
   /** Hard limit on each request to one node, in ms (default 100). */
   nodeTimeoutMs?: number
   /** Limit on opening a connection, in ms (default 1000). */
   connectTimeoutMs?: number
-  /** Clock-drift factor of the Redlock validity formula (default 0.01). */
+  /** Clock-drift factor of the Redlock validity formula, 0 to 0.1 (default 0.01). */
   driftFactor?: number
-  /** First retry delay cap while a lock is busy, in ms (default 10). */
+  /** Cap of the first retry delay while a lock is busy, in ms (default 10). */
   retryBaseDelayMs?: number
   /** Largest retry delay cap, in ms (default 500). */
   retryMaxDelayMs?: number
-  /** Default ttl, in ms (default 30000). */
+  /** ttl for `acquire` calls that give none, in ms (default 30000). */
   defaultTtlMs?: number
-  /** Default wait, in ms (default 10000). */
+  /** wait for `acquire` calls that give none, in ms (default 10000). */
   defaultWaitMs?: number
-  /** Whether locks are auto-renewed by default (default true). */
+  /**
+   * Whether locks are renewed at ttl/3 while held unless their options say
+   * otherwise (default true).
+   */
   autoRenew?: boolean
-  /** ACL user name for every node. */
+  /** ACL user name for every node (overrides the URLs'). */
   username?: string
-  /** Password for every node. */
+  /** Password for every node (overrides the URLs'). Never printed. */
   password?: string
-  /** PEM CA bundle for `rediss://` nodes. */
+  /** PEM CA bundle to trust for `rediss://` nodes instead of the Mozilla roots. */
   tlsCaPem?: string
-  /** PEM client certificate for mutual TLS. */
+  /** PEM client certificate for mutual TLS (with `tlsClientKeyPem`). */
   tlsClientCertPem?: string
-  /** PEM client key for mutual TLS. */
+  /** PEM client key for mutual TLS (with `tlsClientCertPem`). */
   tlsClientKeyPem?: string
-  /** Oldest TLS version accepted from `rediss://` nodes: `"1.2"` (default) or `"1.3"`. */
+  /**
+   * Oldest TLS version accepted from `rediss://` nodes: `'1.2'` (default;
+   * TLS 1.0 and 1.1 are never spoken) or `'1.3'`. Another string throws a
+   * `RangeError`, a non-string (such as the number `1.3`) a `TypeError`.
+   * With `'1.3'`, a node that offers only TLS 1.2 fails with `TlsError`,
+   * and `rediss+cluster://` nodes are refused with `ConfigError` (restrict
+   * those with the servers' `tls-protocols`).
+   */
   tlsMinVersion?: '1.2' | '1.3'
-  /** Allow mixing `rediss://` and `redis://` nodes. */
+  /** Allow a quorum that mixes `rediss://` and `redis://` nodes (refused by default). */
   allowMixedTls?: boolean
 }
 
-/** What [`NativeClient::fenced_get`] reads: the value and its fencing token. */
+/** What `fencedGet` reads: the value and the fencing token of the write that stored it. */
 export interface FencedValue {
   /** The stored value. */
   value: string
@@ -141,6 +157,23 @@ export declare function lockHolder(handle: unknown): bigint
 /** True while held and its validity (local monotonic clock) has not run out. */
 export declare function lockIsHeld(handle: unknown): boolean
 
+/**
+ * Options of one acquire, as checked by `lib/args.js` (each absent one
+ * takes the client's default).
+ */
+export interface LockOptions {
+  /** How long the lock lives without renewal, in ms. */
+  ttlMs?: number
+  /** How long `acquire` keeps retrying while the lock is busy, in ms. */
+  waitMs?: number
+  /** Whether the lock is renewed at ttl/3 while held. */
+  autoRenew?: boolean
+  /** Stop renewing once the lock has been held this long in total, in ms. */
+  maxHoldMs?: number
+  /** Stop renewing after this many renewals. */
+  maxRenewals?: number
+}
+
 /** Releases the lock on every node and stops renewal and the loss watcher. */
 export declare function lockRelease(handle: unknown): Promise<void>
 
@@ -171,7 +204,7 @@ export declare function lockWatchLost(handle: unknown, callback: (reason: string
  */
 export declare function lossReasonText(name: string): string
 
-/** One node's view of a lock (for operators; never the owner's token). */
+/** One node's view of a lock, from `inspect` (for operators; never the owner's token). */
 export interface NodeLockState {
   /** The node, without credentials. */
   node: string

@@ -68,52 +68,52 @@ function options(name, value, allowed) {
   return value
 }
 
-const ACQUIRE_OPTIONS = ['ttl', 'wait', 'signal', 'autoRenew', 'maxHold', 'maxRenewals']
-const TRY_OPTIONS = ['ttl', 'autoRenew', 'maxHold', 'maxRenewals']
-
-/** Checked lock options: `[ttl, wait, autoRenew, maxHold, maxRenewals, signal]`. */
-function lockArgs(opts, allowed) {
-  const o = options('options', opts, allowed)
-  const maxRenewals = o.maxRenewals
-  if (maxRenewals !== undefined && (!Number.isInteger(maxRenewals) || maxRenewals < 0 || maxRenewals > 0xffffffff)) {
-    if (typeof maxRenewals !== 'number' || Number.isNaN(maxRenewals)) {
-      throw new TypeError(`options.maxRenewals must be a number, got ${describe(maxRenewals)}`)
-    }
-    throw new RangeError(`options.maxRenewals must be a whole number from 0 to 4294967295, got ${maxRenewals}`)
+function renewalCount(name, value) {
+  if (value === undefined || (Number.isInteger(value) && value >= 0 && value <= 0xffffffff)) return value
+  if (typeof value !== 'number' || Number.isNaN(value)) {
+    throw new TypeError(`${name} must be a number, got ${describe(value)}`)
   }
-  const signal = o.signal
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TypeError(`options.signal must be an AbortSignal, got ${describe(signal)}`)
-  }
-  return [
-    ttlArg('options.ttl', o.ttl),
-    ms('options.wait', o.wait, 0, LIMITS.maxWaitMs),
-    bool('options.autoRenew', o.autoRenew),
-    ms('options.maxHold', o.maxHold, 0, Number.MAX_SAFE_INTEGER),
-    maxRenewals,
-    signal,
-  ]
+  throw new RangeError(`${name} must be a whole number from 0 to 4294967295, got ${value}`)
 }
 
-const CLIENT_OPTIONS = [
-  'nodes',
-  'keyPrefix',
-  'nodeTimeoutMs',
-  'connectTimeoutMs',
-  'driftFactor',
-  'retryBaseDelayMs',
-  'retryMaxDelayMs',
-  'defaultTtlMs',
-  'defaultWaitMs',
-  'autoRenew',
-  'username',
-  'password',
-  'tlsCaPem',
-  'tlsClientCertPem',
-  'tlsClientKeyPem',
-  'tlsMinVersion',
-  'allowMixedTls',
-]
+function abortSignal(name, value) {
+  if (value !== undefined && !(value instanceof AbortSignal)) {
+    throw new TypeError(`${name} must be an AbortSignal, got ${describe(value)}`)
+  }
+  return value
+}
+
+// Each option table maps an option's public name to its check and to the
+// field of the native addon's options object it fills (`native.d.ts`).
+
+/** The options of one acquire. */
+const LOCK_OPTIONS = {
+  ttl: ['ttlMs', ttlArg],
+  wait: ['waitMs', (name, value) => ms(name, value, 0, LIMITS.maxWaitMs)],
+  autoRenew: ['autoRenew', bool],
+  maxHold: ['maxHoldMs', (name, value) => ms(name, value, 0, Number.MAX_SAFE_INTEGER)],
+  maxRenewals: ['maxRenewals', renewalCount],
+}
+
+const ACQUIRE_OPTIONS = [...Object.keys(LOCK_OPTIONS), 'signal']
+const TRY_OPTIONS = ACQUIRE_OPTIONS.filter((name) => name !== 'wait' && name !== 'signal')
+
+/** Checks `opts` against `table` and returns the native options object it describes. */
+function checked(opts, table, allowed) {
+  const given = options('options', opts, allowed)
+  const out = {}
+  for (const name in table) {
+    const [field, check] = table[name]
+    out[field] = check(`options.${name}`, given[name])
+  }
+  return out
+}
+
+/** Checked lock options: `{ native, signal }`, `native` for the addon. */
+function lockArgs(opts, allowed) {
+  const native = checked(opts, LOCK_OPTIONS, allowed)
+  return { native, signal: abortSignal('options.signal', opts?.signal) }
+}
 
 const TLS_VERSIONS = ['1.2', '1.3']
 
@@ -132,49 +132,63 @@ function pem(name, value) {
   return text(name, value)
 }
 
+function nodeUrls(name, value) {
+  const nodes = typeof value === 'string' ? [value] : value
+  if (!Array.isArray(nodes) || nodes.length === 0) {
+    throw new TypeError(`${name} must be a non-empty array of redis:// URLs, got ${describe(nodes)}`)
+  }
+  nodes.forEach((url, i) => text(`${name}[${i}]`, url))
+  return [...nodes]
+}
+
+function driftFactor(name, value) {
+  if (value === undefined) return undefined
+  if (typeof value !== 'number' || Number.isNaN(value)) {
+    throw new TypeError(`${name} must be a number, got ${describe(value)}`)
+  }
+  if (!(value >= 0 && value <= LIMITS.maxDriftFactor)) {
+    throw new RangeError(`${name} must be from 0 to ${LIMITS.maxDriftFactor}, got ${value}`)
+  }
+  return value
+}
+
+function keyPrefix(name, value) {
+  if (value !== undefined && typeof value !== 'string') {
+    throw new TypeError(`${name} must be a string, got ${describe(value)}`)
+  }
+  return value
+}
+
+const timeout = (name, value) => ms(name, value, 1, LIMITS.maxWaitMs)
+
+/** The options of `new Client()`; each fills the native field of its own name. */
+const CLIENT_OPTIONS = Object.fromEntries(
+  Object.entries({
+    nodes: nodeUrls,
+    keyPrefix,
+    nodeTimeoutMs: timeout,
+    connectTimeoutMs: timeout,
+    driftFactor,
+    retryBaseDelayMs: timeout,
+    retryMaxDelayMs: timeout,
+    defaultTtlMs: ttlArg,
+    defaultWaitMs: (name, value) => ms(name, value, 0, LIMITS.maxWaitMs),
+    autoRenew: bool,
+    username: (name, value) => text(name, value, { optional: true }),
+    password: (name, value) => (value === undefined ? undefined : text(name, value)),
+    tlsCaPem: pem,
+    tlsClientCertPem: pem,
+    tlsClientKeyPem: pem,
+    tlsMinVersion: tlsVersion,
+    allowMixedTls: bool,
+  }).map(([name, check]) => [name, [name, check]]),
+)
+
 function clientArgs(opts) {
   if (opts === undefined || opts === null || typeof opts !== 'object' || Array.isArray(opts)) {
     throw new TypeError(`new Client(options) needs an options object with nodes, got ${describe(opts)}`)
   }
-  const o = options('options', opts, CLIENT_OPTIONS)
-  let nodes = o.nodes
-  if (typeof nodes === 'string') nodes = [nodes]
-  if (!Array.isArray(nodes) || nodes.length === 0) {
-    throw new TypeError(`options.nodes must be a non-empty array of redis:// URLs, got ${describe(nodes)}`)
-  }
-  nodes.forEach((url, i) => text(`options.nodes[${i}]`, url))
-  const drift = o.driftFactor
-  if (drift !== undefined) {
-    if (typeof drift !== 'number' || Number.isNaN(drift)) {
-      throw new TypeError(`options.driftFactor must be a number, got ${describe(drift)}`)
-    }
-    if (!(drift >= 0 && drift <= LIMITS.maxDriftFactor)) {
-      throw new RangeError(`options.driftFactor must be from 0 to ${LIMITS.maxDriftFactor}, got ${drift}`)
-    }
-  }
-  const keyPrefix = o.keyPrefix
-  if (keyPrefix !== undefined && typeof keyPrefix !== 'string') {
-    throw new TypeError(`options.keyPrefix must be a string, got ${describe(keyPrefix)}`)
-  }
-  return {
-    nodes: [...nodes],
-    keyPrefix,
-    nodeTimeoutMs: ms('options.nodeTimeoutMs', o.nodeTimeoutMs, 1, LIMITS.maxWaitMs),
-    connectTimeoutMs: ms('options.connectTimeoutMs', o.connectTimeoutMs, 1, LIMITS.maxWaitMs),
-    driftFactor: drift,
-    retryBaseDelayMs: ms('options.retryBaseDelayMs', o.retryBaseDelayMs, 1, LIMITS.maxWaitMs),
-    retryMaxDelayMs: ms('options.retryMaxDelayMs', o.retryMaxDelayMs, 1, LIMITS.maxWaitMs),
-    defaultTtlMs: ttlArg('options.defaultTtlMs', o.defaultTtlMs),
-    defaultWaitMs: ms('options.defaultWaitMs', o.defaultWaitMs, 0, LIMITS.maxWaitMs),
-    autoRenew: bool('options.autoRenew', o.autoRenew),
-    username: text('options.username', o.username, { optional: true }),
-    password: o.password === undefined ? undefined : text('options.password', o.password),
-    tlsCaPem: pem('options.tlsCaPem', o.tlsCaPem),
-    tlsClientCertPem: pem('options.tlsClientCertPem', o.tlsClientCertPem),
-    tlsClientKeyPem: pem('options.tlsClientKeyPem', o.tlsClientKeyPem),
-    tlsMinVersion: tlsVersion('options.tlsMinVersion', o.tlsMinVersion),
-    allowMixedTls: bool('options.allowMixedTls', o.allowMixedTls),
-  }
+  return checked(opts, CLIENT_OPTIONS, Object.keys(CLIENT_OPTIONS))
 }
 
 function tokenArg(value, name = 'fencingToken', max = 0xffffffffffffffffn) {

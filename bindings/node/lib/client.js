@@ -26,21 +26,18 @@ class Client {
     } catch (error) {
       return Promise.reject(error)
     }
-    const signal = args[5]
-    if (signal === undefined) {
-      return this.#native.acquire(resource, args[0], args[1], args[2], args[3], args[4]).then(toLock)
-    }
-    return this.#acquireWithSignal(resource, args, signal)
+    if (args.signal === undefined) return this.#native.acquire(resource, args.native).then(toLock)
+    return this.#acquireWithSignal(resource, args.native, args.signal)
   }
 
-  async #acquireWithSignal(resource, args, signal) {
+  async #acquireWithSignal(resource, options, signal) {
     signal.throwIfAborted()
     const canceller = new native.Canceller()
     const onAbort = () => canceller.cancel()
     signal.addEventListener('abort', onAbort, { once: true })
     let lock
     try {
-      lock = toLock(await this.#native.acquire(resource, args[0], args[1], args[2], args[3], args[4], canceller))
+      lock = toLock(await this.#native.acquire(resource, options, canceller))
     } catch (error) {
       if (signal.aborted) throw signal.reason
       throw error
@@ -65,7 +62,7 @@ class Client {
     } catch (error) {
       return Promise.reject(error)
     }
-    return this.#native.tryAcquire(resource, args[0], args[2], args[3], args[4]).then(toLock)
+    return this.#native.tryAcquire(resource, args.native).then(toLock)
   }
 
   /**

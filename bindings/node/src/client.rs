@@ -15,44 +15,67 @@ use crate::values::{null, undefined};
 /// Client settings, as validated by the JavaScript layer (all optional but `nodes`).
 #[napi(object)]
 pub struct ClientOptions {
-    /// Node URLs: one for a single-node lock, several independent masters for Redlock.
+    /// One `redis://[user:password@]host:port[/db]` URL (single-node lock), or
+    /// several independent masters (Redlock). `rediss://` for TLS.
     pub nodes: Vec<String>,
-    /// Prefix of every key (default `"fencelock:"`).
+    /// Prefix of every key (default `"fencelock:"`). May not contain braces.
     pub key_prefix: Option<String>,
     /// Hard limit on each request to one node, in ms (default 100).
     pub node_timeout_ms: Option<f64>,
     /// Limit on opening a connection, in ms (default 1000).
     pub connect_timeout_ms: Option<f64>,
-    /// Clock-drift factor of the Redlock validity formula (default 0.01).
+    /// Clock-drift factor of the Redlock validity formula, 0 to 0.1 (default 0.01).
     pub drift_factor: Option<f64>,
-    /// First retry delay cap while a lock is busy, in ms (default 10).
+    /// Cap of the first retry delay while a lock is busy, in ms (default 10).
     pub retry_base_delay_ms: Option<f64>,
     /// Largest retry delay cap, in ms (default 500).
     pub retry_max_delay_ms: Option<f64>,
-    /// Default ttl, in ms (default 30000).
+    /// ttl for `acquire` calls that give none, in ms (default 30000).
     pub default_ttl_ms: Option<f64>,
-    /// Default wait, in ms (default 10000).
+    /// wait for `acquire` calls that give none, in ms (default 10000).
     pub default_wait_ms: Option<f64>,
-    /// Whether locks are auto-renewed by default (default true).
+    /// Whether locks are renewed at ttl/3 while held unless their options say
+    /// otherwise (default true).
     pub auto_renew: Option<bool>,
-    /// ACL user name for every node.
+    /// ACL user name for every node (overrides the URLs').
     pub username: Option<String>,
-    /// Password for every node.
+    /// Password for every node (overrides the URLs'). Never printed.
     pub password: Option<String>,
-    /// PEM CA bundle for `rediss://` nodes.
+    /// PEM CA bundle to trust for `rediss://` nodes instead of the Mozilla roots.
     pub tls_ca_pem: Option<String>,
-    /// PEM client certificate for mutual TLS.
+    /// PEM client certificate for mutual TLS (with `tlsClientKeyPem`).
     pub tls_client_cert_pem: Option<String>,
-    /// PEM client key for mutual TLS.
+    /// PEM client key for mutual TLS (with `tlsClientCertPem`).
     pub tls_client_key_pem: Option<String>,
-    /// Oldest TLS version accepted from `rediss://` nodes: `"1.2"` (default) or `"1.3"`.
+    /// Oldest TLS version accepted from `rediss://` nodes: `'1.2'` (default;
+    /// TLS 1.0 and 1.1 are never spoken) or `'1.3'`. Another string throws a
+    /// `RangeError`, a non-string (such as the number `1.3`) a `TypeError`.
+    /// With `'1.3'`, a node that offers only TLS 1.2 fails with `TlsError`,
+    /// and `rediss+cluster://` nodes are refused with `ConfigError` (restrict
+    /// those with the servers' `tls-protocols`).
     #[napi(ts_type = "'1.2' | '1.3'")]
     pub tls_min_version: Option<String>,
-    /// Allow mixing `rediss://` and `redis://` nodes.
+    /// Allow a quorum that mixes `rediss://` and `redis://` nodes (refused by default).
     pub allow_mixed_tls: Option<bool>,
 }
 
-/// What [`NativeClient::fenced_get`] reads: the value and its fencing token.
+/// Options of one acquire, as checked by `lib/args.js` (each absent one
+/// takes the client's default).
+#[napi(object, js_name = "LockOptions")]
+pub struct NativeLockOptions {
+    /// How long the lock lives without renewal, in ms.
+    pub ttl_ms: Option<f64>,
+    /// How long `acquire` keeps retrying while the lock is busy, in ms.
+    pub wait_ms: Option<f64>,
+    /// Whether the lock is renewed at ttl/3 while held.
+    pub auto_renew: Option<bool>,
+    /// Stop renewing once the lock has been held this long in total, in ms.
+    pub max_hold_ms: Option<f64>,
+    /// Stop renewing after this many renewals.
+    pub max_renewals: Option<u32>,
+}
+
+/// What `fencedGet` reads: the value and the fencing token of the write that stored it.
 #[napi(object)]
 pub struct FencedValue {
     /// The stored value.
@@ -61,7 +84,7 @@ pub struct FencedValue {
     pub fencing_token: BigInt,
 }
 
-/// One node's view of a lock (for operators; never the owner's token).
+/// One node's view of a lock, from `inspect` (for operators; never the owner's token).
 #[napi(object)]
 pub struct NodeLockState {
     /// The node, without credentials.
@@ -94,41 +117,33 @@ impl NativeClient {
         Ok(NativeClient { client })
     }
 
-    /// Takes the lock, waiting up to `waitMs` while it is busy; rejects with
-    /// `LockTimeoutError` then (or `NotAcquiredError` when `waitMs` is 0).
-    /// `canceller.cancel()` stops the wait and undoes any partial grant: the
-    /// promise rejects with a `CancelledError`, which `Client#acquire`
-    /// replaces with the `AbortSignal`'s reason.
+    /// Takes the lock, waiting up to `options.waitMs` while it is busy;
+    /// rejects with `LockTimeoutError` then (or `NotAcquiredError` when it
+    /// is 0). `canceller.cancel()` stops the wait and undoes any partial
+    /// grant: the promise rejects with a `CancelledError`, which
+    /// `Client#acquire` replaces with the `AbortSignal`'s reason.
     #[napi(ts_return_type = "Promise<unknown>")]
-    #[allow(clippy::too_many_arguments)]
     pub fn acquire<'env>(
         &self,
         env: &'env Env,
         resource: String,
-        ttl_ms: Option<f64>,
-        wait_ms: Option<f64>,
-        auto_renew: Option<bool>,
-        max_hold_ms: Option<f64>,
-        max_renewals: Option<u32>,
+        options: NativeLockOptions,
         canceller: Option<&Canceller>,
     ) -> napi::Result<PromiseRaw<'env, LockHandle>> {
-        let options = lock_options(env, ttl_ms, wait_ms, auto_renew, max_hold_ms, max_renewals)?;
+        let options = options.to_core(env)?;
         self.acquire_with(env, resource, options, canceller, false)
     }
 
-    /// One attempt: resolves `null` when the lock is held elsewhere.
+    /// One attempt (`options.waitMs` plays no part): resolves `null` when the
+    /// lock is held elsewhere.
     #[napi(ts_return_type = "Promise<unknown | null>")]
-    #[allow(clippy::too_many_arguments)]
     pub fn try_acquire<'env>(
         &self,
         env: &'env Env,
         resource: String,
-        ttl_ms: Option<f64>,
-        auto_renew: Option<bool>,
-        max_hold_ms: Option<f64>,
-        max_renewals: Option<u32>,
+        options: NativeLockOptions,
     ) -> napi::Result<PromiseRaw<'env, Option<LockHandle>>> {
-        let options = lock_options(env, ttl_ms, Some(0.0), auto_renew, max_hold_ms, max_renewals)?;
+        let options = options.to_core(env)?;
         self.acquire_with(env, resource, options, None, true)
     }
 
@@ -311,31 +326,26 @@ fn builder(env: &Env, o: ClientOptions) -> napi::Result<fencelock::ClientBuilder
     Ok(b)
 }
 
-fn lock_options(
-    env: &Env,
-    ttl_ms: Option<f64>,
-    wait_ms: Option<f64>,
-    auto_renew: Option<bool>,
-    max_hold_ms: Option<f64>,
-    max_renewals: Option<u32>,
-) -> napi::Result<LockOptions> {
-    let mut options = LockOptions::default();
-    if let Some(ttl) = opt_millis(env, "ttl", ttl_ms)? {
-        options = options.ttl(ttl);
+impl NativeLockOptions {
+    fn to_core(&self, env: &Env) -> napi::Result<LockOptions> {
+        let mut options = LockOptions::default();
+        if let Some(ttl) = opt_millis(env, "ttl", self.ttl_ms)? {
+            options = options.ttl(ttl);
+        }
+        if let Some(wait) = opt_millis(env, "wait", self.wait_ms)? {
+            options = options.wait(wait);
+        }
+        if let Some(on) = self.auto_renew {
+            options = options.auto_renew(on);
+        }
+        if let Some(limit) = self.max_hold_ms {
+            options = options.max_hold(millis(env, "maxHold", limit)?);
+        }
+        if let Some(limit) = self.max_renewals {
+            options = options.max_renewals(limit);
+        }
+        Ok(options)
     }
-    if let Some(wait) = opt_millis(env, "wait", wait_ms)? {
-        options = options.wait(wait);
-    }
-    if let Some(on) = auto_renew {
-        options = options.auto_renew(on);
-    }
-    if let Some(limit) = max_hold_ms {
-        options = options.max_hold(millis(env, "maxHold", limit)?);
-    }
-    if let Some(limit) = max_renewals {
-        options = options.max_renewals(limit);
-    }
-    Ok(options)
 }
 
 fn token_u64(env: &Env, name: &str, token: &BigInt) -> napi::Result<u64> {

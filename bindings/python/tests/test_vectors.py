@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any, Dict, List
@@ -54,9 +55,24 @@ def test_every_error_kind_has_its_exception_class(entry: Dict[str, Any]) -> None
     cls = getattr(fencelock, _class_name(entry["name"]))
     assert issubclass(cls, fencelock.FenceLockError)
     assert (cls.kind, cls.code) == (entry["name"], entry["code"])
-    assert cls.__name__ in fencelock.__all__
+    # CancelledError stays out of `import *`, where it would shadow asyncio's.
+    assert (cls.__name__ in fencelock.__all__) == (cls is not fencelock.CancelledError)
     made = fencelock._errors._from_core(entry["name"], entry["code"], "message", "r", [])
     assert type(made) is cls
+
+
+def test_import_star_leaves_asyncio_cancelled_error_alone() -> None:
+    scope: Dict[str, Any] = {}
+    exec("from asyncio import *\nfrom fencelock import *", scope)
+    assert scope["CancelledError"] is asyncio.CancelledError
+    assert {
+        "Client",
+        "AsyncClient",
+        "settle",
+        "MIN_TTL",
+        "ClosedError",
+        "__version__",
+    } <= scope.keys()
 
 
 def test_the_exception_classes_are_exactly_the_kinds() -> None:

@@ -1,6 +1,6 @@
 // Type-checked by `npm run typecheck` and test/dispose.test.js (never run):
 // the typings accept exactly the documented option values.
-import type { ClientOptions } from 'fencelock'
+import type { ClientOptions, FencedValue, NodeLockState } from 'fencelock'
 
 export const tls12: ClientOptions = { nodes: 'rediss://redis.internal:6380', tlsMinVersion: '1.2' }
 export const tls13: ClientOptions = { nodes: ['rediss://redis.internal:6380'], tlsMinVersion: '1.3' }
@@ -8,3 +8,30 @@ export const tls13: ClientOptions = { nodes: ['rediss://redis.internal:6380'], t
 export const tls11: ClientOptions = { nodes: 'rediss://redis.internal:6380', tlsMinVersion: '1.1' }
 // @ts-expect-error: a string, not a number
 export const tlsNumber: ClientOptions = { nodes: 'rediss://redis.internal:6380', tlsMinVersion: 1.3 }
+
+// The settings the addon's options describe (native.d.ts) reach the package's type.
+export const everySetting: ClientOptions = {
+  nodes: ['redis://a:6379', 'redis://b:6379', 'redis://c:6379'],
+  keyPrefix: 'app:',
+  nodeTimeoutMs: 100,
+  connectTimeoutMs: 1000,
+  driftFactor: 0.01,
+  retryBaseDelayMs: 10,
+  retryMaxDelayMs: 500,
+  defaultTtlMs: 30000,
+  defaultWaitMs: 10000,
+  autoRenew: true,
+  username: 'app',
+  password: 'secret',
+  tlsCaPem: Buffer.from('-----BEGIN CERTIFICATE-----'),
+  tlsClientCertPem: 'cert',
+  tlsClientKeyPem: Buffer.from('key'),
+  allowMixedTls: false,
+}
+// @ts-expect-error: not an option
+export const unknownSetting: ClientOptions = { nodes: 'redis://a:6379', timeoutMs: 5 }
+
+// The addon's result types are the package's own.
+export function describeState(state: NodeLockState, stored: FencedValue | null): string {
+  return `${state.node} ${state.held} ${state.fencingCounter} ${stored?.fencingToken ?? 0n}`
+}

@@ -19,7 +19,6 @@ import atexit
 
 from ._errors import (
     AuthError,
-    CancelledError,
     Closed,
     ClosedError,
     ConfigError,
@@ -43,6 +42,9 @@ from ._errors import (
     UnavailableError,
     WouldBlock,
     WouldBlockError,
+)
+from ._errors import (
+    CancelledError as CancelledError,
 )
 from ._native import (
     MAX_DRIFT_FACTOR,
@@ -80,7 +82,8 @@ __all__ = [
     "ConfigError",
     "Fence",
     "FenceLockError",
-    "CancelledError",
+    # Not CancelledError (public all the same): `from fencelock import *`
+    # would shadow asyncio.CancelledError, which a cancelled task raises.
     "InternalError",
     "InvalidArgumentError",
     "Lock",

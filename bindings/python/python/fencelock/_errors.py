@@ -25,7 +25,8 @@ __all__ = [
     "TlsError",
     "ClosedError",
     "WouldBlockError",
-    "CancelledError",
+    # Not CancelledError: `from fencelock import *` would shadow
+    # asyncio.CancelledError, the exception a cancelled task raises.
     "InternalError",
     "NotAcquired",
     "LockTimeout",
