@@ -35,9 +35,14 @@ impl ClientShared {
         connect_timeout: Duration,
     ) -> Result<Self> {
         let runtime = runtime::handle()?;
+        // The first connections are made where the caller runs, if on a
+        // tokio runtime: a Rust caller's requests and their connection's I/O
+        // then share a runtime, with no cross-thread wake-up per request
+        // (docs/performance.md, "Where connections live").
+        let home = tokio::runtime::Handle::try_current().unwrap_or_else(|_| runtime.clone());
         Ok(ClientShared {
             watchdog: Watchdog::start(nodes.clone(), &runtime),
-            startup: Startup::spawn(nodes.clone(), &runtime),
+            startup: Startup::spawn(nodes.clone(), &home),
             nodes,
             key_prefix,
             retry,

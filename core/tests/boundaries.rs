@@ -26,6 +26,24 @@ fn start_validates_at_once_and_connects_in_the_background() {
     lock.release().unwrap();
 }
 
+/// A client built on a tokio runtime makes its connections there, so that a
+/// Rust caller's requests and their connection's I/O share that runtime
+/// (docs/performance.md, "Where connections live").
+#[tokio::test]
+async fn connections_live_on_the_runtime_that_built_the_client() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    let client = client(&nodes).await;
+    assert!(
+        metrics.num_alive_tasks() > before,
+        "the connection's task runs elsewhere: {} tasks before, {} after",
+        before,
+        metrics.num_alive_tasks()
+    );
+    drop(client);
+}
+
 #[tokio::test]
 async fn bad_arguments_give_typed_errors() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
