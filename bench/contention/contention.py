@@ -1,0 +1,421 @@
+"""One lock, many workers: how fairly and how fast each library hands it over.
+
+    target/python-venv/bin/python bench/contention/contention.py \
+        [--seconds 5] [--workers 8 32] [--holds 0 1] [--nodes 1 5] [--only NAME ...]
+
+(The Node libraries need `cd bindings/node/bench && npm install` first.)
+
+W worker processes, each with its own client, loop on ONE resource:
+acquire -> hold (0 or 1 ms) -> release, for `--seconds`. Every library runs
+in the same run against the same redis-server nodes (started by the test
+harness on free loopback ports), one after another. Per row:
+
+- grants/s;
+- handoff: from a release to the next grant *of another worker*, p50/p99;
+- releaser re-takes: how often the worker that released took the lock next;
+- longest wait: the longest time one acquire call waited (a call still
+  waiting when the run ends counts with the time it had waited);
+- min/max grants per worker and Jain's fairness index over them
+  ((sum x)^2 / (n * sum x^2): 1.0 is perfectly even, 1/n is one worker only);
+- client CPU per grant (every worker process, user + system);
+- Redis commands per grant (INFO commandstats of every node, commands run
+  inside scripts included).
+
+This is a report, not a test: the targets of issue 17 are printed beside the
+fencelock rows as PASS/MISS. Clocks: CLOCK_MONOTONIC, which every process
+of the machine shares, so grants of different workers can be ordered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[2] / "bindings" / "python" / "tests")
+)
+from redis_nodes import RedisNodes
+
+# An acquire call never waits longer than this; a run ends before.
+WAIT_CAP = 60.0
+TTL = 10.0
+
+# (t_request, t_grant, t_release); t_grant is None for a call still waiting at the end.
+Sample = tuple[float, float | None, float | None]
+Acquire = Callable[[float], Callable[[], None] | None]
+
+
+# ---------------------------------------------------------------- contenders
+#
+# Each contender is built inside its worker process from the node URLs and
+# the resource name, and returns `acquire(timeout)`: a release function, or
+# None when the wait timed out.
+
+
+def fencelock_py(retry: float | None) -> Callable[[list[str], str], Acquire]:
+    def make(urls: list[str], resource: str) -> Acquire:
+        import fencelock
+
+        client = fencelock.Client(urls, retry=None if retry is None else (retry, retry))
+
+        def acquire(timeout: float) -> Callable[[], None] | None:
+            try:
+                lock = client.acquire(resource, ttl=TTL, wait=timeout)
+            except fencelock.LockTimeoutError:
+                return None
+            return lock.release
+
+        return acquire
+
+    return make
+
+
+def redis_py(sleep: float) -> Callable[[list[str], str], Acquire]:
+    def make(urls: list[str], resource: str) -> Acquire:
+        r = redis.Redis.from_url(urls[0])
+
+        def acquire(timeout: float) -> Callable[[], None] | None:
+            lock = r.lock(resource, timeout=TTL, sleep=sleep, blocking_timeout=timeout)
+            return lock.release if lock.acquire() else None
+
+        return acquire
+
+    return make
+
+
+def python_redis_lock(urls: list[str], resource: str) -> Acquire:
+    import redis_lock
+
+    r = redis.Redis.from_url(urls[0])
+
+    def acquire(timeout: float) -> Callable[[], None] | None:
+        lock = redis_lock.Lock(r, resource, expire=int(TTL))
+        # Its timeout is whole seconds at least 1 (a BLPOP timeout).
+        return lock.release if lock.acquire(timeout=max(1, int(timeout))) else None
+
+    return acquire
+
+
+def pottery_redlock(retry_delay: float | None) -> Callable[[list[str], str], Acquire]:
+    def make(urls: list[str], resource: str) -> Acquire:
+        from pottery import Redlock
+
+        masters = {redis.Redis.from_url(url) for url in urls}
+        kind = Redlock
+        if retry_delay is not None:
+            # Its only retry setting is a class variable.
+            kind = type("FastRetryRedlock", (Redlock,), {"_RETRY_DELAY": retry_delay})
+
+        def acquire(timeout: float) -> Callable[[], None] | None:
+            lock = kind(key=resource, masters=masters, auto_release_time=TTL)
+            return lock.release if lock.acquire(timeout=timeout) else None
+
+        return acquire
+
+    return make
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    # Builds the acquire function in a Python worker; None for a Node
+    # contender, run by bindings/node/bench/contention-worker.js.
+    make: Callable[[list[str], str], Acquire] | None
+    quorum: bool  # False: single-node only, skipped at 5 nodes
+    ours: bool = False
+
+
+CONTENDERS = [
+    Contender("fencelock default", fencelock_py(None), True, ours=True),
+    Contender("fencelock 5 ms retry", fencelock_py(0.005), True, ours=True),
+    Contender("redis-py Lock", redis_py(0.1), False),
+    Contender("redis-py Lock 5 ms", redis_py(0.005), False),
+    Contender("python-redis-lock", python_redis_lock, False),
+    Contender("pottery Redlock", pottery_redlock(None), True),
+    Contender("pottery Redlock 5 ms", pottery_redlock(0.005), True),
+    Contender("fencelock node default", None, True, ours=True),
+    Contender("node-redlock", None, True),
+    Contender("node-redlock 5 ms", None, True),
+    Contender("redis-semaphore", None, True),
+    Contender("redis-semaphore 5 ms", None, True),
+]
+
+NODE_WORKER = (
+    Path(__file__).resolve().parents[2]
+    / "bindings"
+    / "node"
+    / "bench"
+    / "contention-worker.js"
+)
+
+
+# ---------------------------------------------------------------- workers
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the report: who contends, on which nodes and lock, how."""
+
+    contender: Contender
+    urls: list[str]
+    resource: str
+    workers: int
+    hold: float  # seconds
+    start_at: float  # CLOCK_MONOTONIC seconds
+    end_at: float
+
+
+# What one worker reports: its samples and its CPU seconds.
+Report = tuple[list[Sample], float]
+
+
+def worker(row: Row, out: Any) -> None:
+    """One Python worker's loop; sends its report through `out`."""
+    assert row.contender.make is not None
+    acquire = row.contender.make(row.urls, row.resource)
+    samples: list[Sample] = []
+    while time.monotonic() < row.start_at:
+        time.sleep(0.001)
+    cpu_start = time.process_time()
+    while True:
+        asked = time.monotonic()
+        if asked >= row.end_at:
+            break
+        release = acquire(min(WAIT_CAP, row.end_at - asked))
+        granted = time.monotonic()
+        if release is None:
+            samples.append((asked, None, None))
+            continue
+        if row.hold:
+            time.sleep(row.hold)
+        released = time.monotonic()
+        release()
+        samples.append((asked, granted, released))
+    out.send((samples, time.process_time() - cpu_start))
+    out.close()
+
+
+def run_row(
+    contender: Contender, urls: list[str], workers: int, hold: float, seconds: float
+) -> tuple[list[list[Sample]], float, float]:
+    """Runs one row; returns each worker's samples, their CPU seconds, and when it ended."""
+    # Processes take a while to start and connect: everyone begins together.
+    start_at = time.monotonic() + 1.0 + workers * 0.05
+    row = Row(
+        contender,
+        urls,
+        f"contention-{uuid.uuid4().hex[:8]}",
+        workers,
+        hold,
+        start_at,
+        start_at + seconds,
+    )
+    reports = python_workers(row) if contender.make else node_workers(row)
+    return (
+        [samples for samples, _ in reports],
+        sum(cpu for _, cpu in reports),
+        row.end_at,
+    )
+
+
+def python_workers(row: Row) -> list[Report]:
+    ctx = multiprocessing.get_context("fork")
+    pipes, procs = [], []
+    for _ in range(row.workers):
+        receive, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=worker, args=(row, send))
+        proc.start()
+        send.close()
+        pipes.append(receive)
+        procs.append(proc)
+    reports = [pipe.recv() for pipe in pipes]
+    for proc in procs:
+        proc.join()
+    return reports
+
+
+def node_workers(row: Row) -> list[Report]:
+    args = [row.contender.name, str(row.hold), repr(row.start_at), repr(row.end_at)]
+    command = ["node", str(NODE_WORKER), *args, row.resource, *row.urls]
+    procs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, cwd=NODE_WORKER.parent)
+        for _ in range(row.workers)
+    ]
+    reports = []
+    for proc in procs:
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"{row.contender.name}: a Node worker exited with {proc.returncode}"
+            )
+        report = json.loads(out)
+        reports.append(([tuple(s) for s in report["samples"]], float(report["cpu"])))
+    return reports
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def jain(counts: Sequence[int]) -> float:
+    total = sum(counts)
+    squares = sum(c * c for c in counts)
+    return total * total / (len(counts) * squares) if squares else 0.0
+
+
+@dataclass
+class Result:
+    grants_per_s: float
+    handoff_p50_ms: float
+    handoff_p99_ms: float
+    retakes: float
+    longest_wait_s: float
+    min_grants: int
+    max_grants: int
+    jain: float
+    cpu_us_per_grant: float
+    commands_per_grant: float
+
+
+def summarize(
+    per_worker: list[list[Sample]],
+    cpu: float,
+    end_at: float,
+    seconds: float,
+    commands: int,
+) -> Result:
+    grants = sorted(
+        (granted, released, w)
+        for w, samples in enumerate(per_worker)
+        for (_, granted, released) in samples
+        if granted is not None and released is not None
+    )
+    handoffs, retakes = [], 0
+    for (_, released, holder), (granted, _, taker) in itertools.pairwise(grants):
+        if taker == holder:
+            retakes += 1
+        else:
+            handoffs.append((granted - released) * 1000)
+    waits = [
+        (granted if granted is not None else end_at) - asked
+        for samples in per_worker
+        for (asked, granted, _) in samples
+    ]
+    counts = [sum(1 for s in samples if s[1] is not None) for samples in per_worker]
+    total = max(1, len(grants))
+    return Result(
+        grants_per_s=len(grants) / seconds,
+        handoff_p50_ms=percentile(handoffs, 0.5),
+        handoff_p99_ms=percentile(handoffs, 0.99),
+        retakes=retakes / max(1, len(grants) - 1),
+        longest_wait_s=max(waits, default=0.0),
+        min_grants=min(counts),
+        max_grants=max(counts),
+        jain=jain(counts),
+        cpu_us_per_grant=cpu * 1e6 / total,
+        commands_per_grant=commands / total,
+    )
+
+
+def commands_run(urls: list[str]) -> int:
+    """Every command the nodes ran so far (scripts' inner commands included)."""
+    total = 0
+    for url in urls:
+        stats = redis.Redis.from_url(url).info("commandstats")
+        total += sum(int(entry["calls"]) for entry in stats.values())
+    return total
+
+
+# ---------------------------------------------------------------- report
+
+HEADER = (
+    f"{'library':<22} {'grants/s':>8} {'handoff p50':>11} {'p99 ms':>7} {'re-takes':>8} "
+    f"{'longest':>8} {'min/max':>9} {'Jain':>5} {'CPU µs':>7} {'cmds':>6}"
+)
+
+
+def line(name: str, row: Result) -> str:
+    return (
+        f"{name:<22} {row.grants_per_s:>8.0f} {row.handoff_p50_ms:>11.2f} "
+        f"{row.handoff_p99_ms:>7.2f} {row.retakes:>7.0%} {row.longest_wait_s:>7.2f}s "
+        f"{f'{row.min_grants}/{row.max_grants}':>9} {row.jain:>5.2f} "
+        f"{row.cpu_us_per_grant:>7.0f} {row.commands_per_grant:>6.1f}"
+    )
+
+
+def targets(row: Result, nodes: int) -> list[str]:
+    """Issue 17's targets for the default mode (W=32, hold 1 ms)."""
+    handoff_target = 1.0 if nodes == 1 else 2.0
+    checks = [
+        ("no worker starved", row.min_grants > 0),
+        ("Jain >= 0.9", row.jain >= 0.9),
+        (f"handoff p50 <= {handoff_target:g} ms", row.handoff_p50_ms <= handoff_target),
+    ]
+    return [f"{'PASS' if ok else 'MISS'} {what}" for what, ok in checks]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--workers", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--holds", type=float, nargs="+", default=[0, 1], help="ms")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 5])
+    parser.add_argument("--only", nargs="+", help="contender names (substrings)")
+    args = parser.parse_args()
+
+    chosen = [
+        c
+        for c in CONTENDERS
+        if not args.only or any(o.lower() in c.name.lower() for o in args.only)
+    ]
+    print(
+        f"one lock, W workers (processes), {args.seconds:g} s per row, {os.cpu_count()} cores"
+    )
+    for node_count in args.nodes:
+        with RedisNodes(node_count) as nodes:
+            for workers in args.workers:
+                for hold_ms in args.holds:
+                    print(f"\n{node_count} node(s), W={workers}, hold {hold_ms:g} ms")
+                    print(HEADER)
+                    for contender in chosen:
+                        if node_count > 1 and not contender.quorum:
+                            print(f"{contender.name:<22} (single-node only)")
+                            continue
+                        before = commands_run(nodes.urls)
+                        per_worker, cpu, end_at = run_row(
+                            contender, nodes.urls, workers, hold_ms / 1000, args.seconds
+                        )
+                        commands = commands_run(nodes.urls) - before
+                        row = summarize(per_worker, cpu, end_at, args.seconds, commands)
+                        extra = ""
+                        if contender.ours and workers == 32 and hold_ms == 1:
+                            extra = "  " + ", ".join(targets(row, node_count))
+                        print(line(contender.name, row) + extra, flush=True)
+    print(
+        "\nhandoff: release -> next grant of another worker; re-takes: the releaser took it next;"
+        "\nlongest: the longest single wait; CPU µs and cmds are per grant (cmds include those"
+        "\nrun inside scripts)."
+    )
+
+
+if __name__ == "__main__":
+    main()
