@@ -21,12 +21,18 @@ pub(crate) struct Startup {
 }
 
 impl Startup {
-    /// Connects every node on `runtime`, in the background.
+    /// Connects every node on `runtime`, in the background. Should that
+    /// runtime shut down first, the client still works: its nodes connect
+    /// when operations need them.
     pub(crate) fn spawn(nodes: Arc<NodeSet>, runtime: &tokio::runtime::Handle) -> Self {
         let task = runtime.spawn(async move { warm_up(&nodes).await });
         let connecting = async move {
-            task.await
-                .unwrap_or_else(|_| Err(Error::panicked("connecting the client's nodes")))
+            match task.await {
+                Ok(outcome) => outcome,
+                // The caller's runtime shut down first: each node connects on use instead.
+                Err(stopped) if stopped.is_cancelled() => Ok(()),
+                Err(_) => Err(Error::panicked("connecting the client's nodes")),
+            }
         };
         Startup {
             outcome: OnceLock::new(),

@@ -44,6 +44,27 @@ async fn connections_live_on_the_runtime_that_built_the_client() {
     drop(client);
 }
 
+/// A client started on a runtime that shuts down before its first
+/// connections are made still works elsewhere: its nodes connect on use.
+#[test]
+fn a_client_outlives_the_runtime_it_was_started_on() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = {
+        let _inside = runtime.enter();
+        builder(&nodes).start().unwrap()
+    };
+    drop(runtime);
+    let lock = blocking::Client::from_async(client)
+        .acquire("outlived", LockOptions::new(ms(1000)))
+        .unwrap();
+    assert!(lock.is_held());
+    lock.release().unwrap();
+}
+
 #[tokio::test]
 async fn bad_arguments_give_typed_errors() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
