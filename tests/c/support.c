@@ -62,6 +62,12 @@ const char *redis(redis_nodes *nodes, int index, const char *command) {
   return reply;
 }
 
+const char *on_lock_key(redis_nodes *nodes, const char *verb, const char *resource) {
+  char command[256];
+  snprintf(command, sizeof command, "%s fencelock:{%s}", verb, resource);
+  return redis(nodes, 0, command);
+}
+
 /* Waits up to `ms` for `*counter` to reach `target`. */
 int wait_for(atomic_int *counter, int target, long ms) {
   for (long waited = 0; atomic_load(counter) < target && waited < ms; waited += 10) sleep_ms(10);

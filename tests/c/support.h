@@ -62,6 +62,8 @@ fencelock_client *connect_with_renewal(redis_nodes *nodes, bool auto_renew);
 fencelock_client *connect_to(redis_nodes *nodes);
 /* Runs a Redis command on node `index` through the harness; returns the reply. */
 const char *redis(redis_nodes *nodes, int index, const char *command);
+/* Runs `verb` (DEL, EXISTS, PTTL…) on the lock key of `resource` on node 0; returns the reply. */
+const char *on_lock_key(redis_nodes *nodes, const char *verb, const char *resource);
 /* Waits up to `ms` for `*counter` to reach `target`. */
 int wait_for(atomic_int *counter, int target, long ms);
 /* The lock on `resource`, or NULL (the caller's CHECK fails the test). */

@@ -34,18 +34,14 @@ void test_async_acquire_and_release(void) {
   uint64_t remaining = 0;
   CHECK_STATUS(fencelock_lock_remaining_ms(lock, &remaining), FENCELOCK_STATUS_OK);
   CHECK(remaining > 1000 && remaining <= 8000);
-  char pttl[256];
-  snprintf(pttl, sizeof pttl, "PTTL fencelock:{%s}", resource);
-  CHECK(atol(redis(&single, 0, pttl)) > 1000);
+  CHECK(atol(on_lock_key(&single, "PTTL", resource)) > 1000);
 
   memset(&record, 0, sizeof record);
   CHECK_STATUS(fencelock_lock_release_async(lock, on_done, &record, NULL, NULL), FENCELOCK_STATUS_OK);
   fencelock_lock_free(lock); /* allowed right away: the release keeps what it needs */
   CHECK(wait_for(&record.calls, 1, 10000));
   CHECK(record.status == FENCELOCK_STATUS_OK);
-  char command[256];
-  snprintf(command, sizeof command, "EXISTS fencelock:{%s}", resource);
-  CHECK(strcmp(redis(&single, 0, command), "0") == 0);
+  CHECK(strcmp(on_lock_key(&single, "EXISTS", resource), "0") == 0);
   fencelock_client_free(client);
 }
 

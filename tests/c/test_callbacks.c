@@ -91,9 +91,7 @@ void test_slow_event_callback_does_not_stall_renewals(void) {
   fencelock_lock *kept = NULL, *lost = NULL;
   CHECK_STATUS(fencelock_acquire(client, kept_resource, SLOW_TTL_MS, 0, &kept, NULL), FENCELOCK_STATUS_OK);
   CHECK_STATUS(fencelock_acquire(client, lost_resource, SLOW_TTL_MS, 0, &lost, NULL), FENCELOCK_STATUS_OK);
-  char command[256];
-  snprintf(command, sizeof command, "DEL fencelock:{%s}", lost_resource);
-  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+  CHECK(strcmp(on_lock_key(&single, "DEL", lost_resource), "1") == 0);
 
   /* The loss of `lost` starts a callback that sleeps two ttls; `kept` is renewed meanwhile. */
   CHECK(wait_for(&slow.started, 1, 10000));
@@ -307,9 +305,7 @@ void test_client_free_in_a_forked_child_does_not_wait_for_the_parents_call(void)
   const char *resource = unique("fork-lost");
   fencelock_lock *lock = NULL;
   CHECK_STATUS(fencelock_acquire(client, resource, SLOW_TTL_MS, 0, &lock, NULL), FENCELOCK_STATUS_OK);
-  char command[256];
-  snprintf(command, sizeof command, "DEL fencelock:{%s}", resource);
-  redis(&single, 0, command);
+  on_lock_key(&single, "DEL", resource);
   CHECK(wait_for(&slow.started, 1, 10000));
   int freed_pipe[2];
   CHECK(pipe(freed_pipe) == 0);

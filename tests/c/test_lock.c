@@ -37,9 +37,7 @@ void test_acquire_extend_release(void) {
   CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
   CHECK_STATUS(fencelock_lock_is_held(lock, &held), FENCELOCK_STATUS_OK);
   CHECK(!held);
-  char command[256];
-  snprintf(command, sizeof command, "EXISTS fencelock:{%s}", resource);
-  CHECK(strcmp(redis(&single, 0, command), "0") == 0);
+  CHECK(strcmp(on_lock_key(&single, "EXISTS", resource), "0") == 0);
 
   /* Double release and extend after release: documented statuses, with detail. */
   CHECK_STATUS(fencelock_lock_release(lock, &error), FENCELOCK_STATUS_NOT_HELD);
@@ -187,13 +185,11 @@ void test_free_while_renewing_lets_key_expire(void) {
   fencelock_lock *lock = NULL;
   CHECK_STATUS(fencelock_acquire(client, resource, 200, 0, &lock, NULL), FENCELOCK_STATUS_OK);
   sleep_ms(450); /* renewed at least once */
-  char command[256];
-  snprintf(command, sizeof command, "EXISTS fencelock:{%s}", resource);
-  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+  CHECK(strcmp(on_lock_key(&single, "EXISTS", resource), "1") == 0);
   fencelock_lock_free(lock);
   int gone = 0;
   for (int i = 0; i < 200 && !gone; i++) {
-    gone = strcmp(redis(&single, 0, command), "0") == 0;
+    gone = strcmp(on_lock_key(&single, "EXISTS", resource), "0") == 0;
     if (!gone) sleep_ms(20);
   }
   CHECK(gone);
@@ -314,9 +310,7 @@ void test_lock_options(void) {
   for (int i = 0; i < 3; i++) {
     CHECK_STATUS(fencelock_lock_is_held(ended[i], &held), FENCELOCK_STATUS_OK);
     CHECK(!held);
-    char exists[256];
-    snprintf(exists, sizeof exists, "EXISTS fencelock:{%s}", fencelock_lock_resource(ended[i]));
-    CHECK(strcmp(redis(&single, 0, exists), "0") == 0);
+    CHECK(strcmp(on_lock_key(&single, "EXISTS", fencelock_lock_resource(ended[i])), "0") == 0);
   }
 
   /* The wait comes from the options too: 0 is one attempt. */

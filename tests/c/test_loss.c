@@ -20,9 +20,7 @@ void test_loss_event_pulled(void) {
   CHECK_STATUS(fencelock_acquire(client, resource, 300, 0, &lock, NULL), FENCELOCK_STATUS_OK);
   uint64_t token = 0;
   CHECK_STATUS(fencelock_lock_fencing_token(lock, &token), FENCELOCK_STATUS_OK);
-  char command[256];
-  snprintf(command, sizeof command, "DEL fencelock:{%s}", resource);
-  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+  CHECK(strcmp(on_lock_key(&single, "DEL", resource), "1") == 0);
 
   /* The next renewal (every ttl/3) finds the key gone. */
   CHECK_STATUS(fencelock_client_next_event(client, 10000, &event), FENCELOCK_STATUS_OK);
@@ -70,9 +68,7 @@ void test_loss_event_callback(void) {
   CHECK_STATUS(fencelock_acquire(client, resource, 300, 0, &lock, NULL), FENCELOCK_STATUS_OK);
   uint64_t token = 0;
   CHECK_STATUS(fencelock_lock_fencing_token(lock, &token), FENCELOCK_STATUS_OK);
-  char command[256];
-  snprintf(command, sizeof command, "DEL fencelock:{%s}", resource);
-  redis(&single, 0, command);
+  on_lock_key(&single, "DEL", resource);
   CHECK(wait_for(&record.calls, 1, 10000));
   sleep_ms(400); /* a second call would show up within a few renewal periods */
   CHECK(atomic_load(&record.calls) == 1);
@@ -96,9 +92,7 @@ void test_no_event_callback_after_client_free(void) {
   fencelock_lock *lock = NULL;
   CHECK_STATUS(fencelock_acquire(client, resource, 300, 0, &lock, NULL), FENCELOCK_STATUS_OK);
   fencelock_client_free(client);
-  char command[256];
-  snprintf(command, sizeof command, "DEL fencelock:{%s}", resource);
-  redis(&single, 0, command);
+  on_lock_key(&single, "DEL", resource);
   bool held = true;
   for (int i = 0; i < 200 && held; i++) { /* the lock still notices the loss */
     sleep_ms(10);
@@ -128,9 +122,7 @@ static void on_lock_lost(void *user_data, fencelock_loss_reason reason) {
 }
 
 static void delete_key(const char *resource) {
-  char command[256];
-  snprintf(command, sizeof command, "DEL fencelock:{%s}", resource);
-  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+  CHECK(strcmp(on_lock_key(&single, "DEL", resource), "1") == 0);
 }
 
 void test_lock_lost_callback(void) {
