@@ -15,10 +15,12 @@ use crate::lock_state::LockState;
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
 use crate::options::Resolved;
+use crate::queue::{self, Entry, Place, Refusal};
 use crate::quorum::Decided;
 use crate::scripts;
 use crate::shared::ClientShared;
 use crate::token::LockToken;
+use crate::waiter::Waiter;
 
 /// A successful attempt.
 struct Grant {
@@ -31,38 +33,76 @@ struct Grant {
     valid_until: Instant,
     /// The acquire requests still on their way to the slower nodes.
     stragglers: Option<JoinHandle<()>>,
+    /// Bit `i` set: node `i` granted (and took the waiter out of its queue).
+    granted: u128,
 }
 
-/// Retries until the lock is taken or `options.wait` has passed.
+/// A failed attempt: its error, and what the nodes said of the waiter's
+/// place in the queue.
+struct Refused {
+    error: Error,
+    place: Place,
+}
+
+impl From<Error> for Refused {
+    fn from(error: Error) -> Self {
+        Refused {
+            error,
+            place: Place::default(),
+        }
+    }
+}
+
+/// Retries until the lock is taken or `options.wait` has passed. A call
+/// that may wait queues up with its attempts and sleeps until a release
+/// wakes it, or until what blocks the lock may have expired
+/// ([`crate::waiter`]); without wake-ups it polls by the retry policy.
 pub(crate) async fn acquire(client: Arc<ClientShared>, resource: String, options: Resolved) -> Result<Lock> {
     let keys = LockKeys::new(&client.key_prefix, &resource)?;
     let started = Instant::now();
     let deadline = started + options.wait;
+    let mut waiter = (!options.wait.is_zero()).then(|| Waiter::new(&client, keys.lock()));
     let mut retry = 0u32;
     loop {
-        match attempt(
-            &client.nodes,
-            &keys,
-            &resource,
-            options.ttl,
-            client.connect_timeout,
-        )
-        .await
-        {
+        if let Some(waiter) = &mut waiter {
+            waiter.attempting();
+        }
+        let entry = match &waiter {
+            Some(waiter) => waiter.entry(options.fair),
+            None => Entry {
+                waiter: None,
+                ticket: 0,
+                fair: options.fair,
+            },
+        };
+        let outcome = attempt(&client.nodes, &keys, &resource, options.ttl, client.connect_timeout, &entry).await;
+        match outcome {
             Ok(grant) => {
+                if let Some(waiter) = &mut waiter {
+                    waiter.granted(grant.granted);
+                }
                 tracing::debug!(resource = %resource, fencing_token = grant.fencing_token, attempts = retry + 1, "lock acquired");
                 return Ok(hand_out(&client, keys, grant, &options));
             }
-            Err(err) if is_retryable(err.kind()) => {
+            Err(Refused { error, place }) if is_retryable(error.kind()) => {
                 let now = Instant::now();
                 if now >= deadline {
-                    return Err(gave_up(err, &resource, options.wait));
+                    return Err(gave_up(error, &resource, options.wait));
                 }
-                let delay = client.retry.delay(retry).min(deadline - now);
+                let pause = waiter.as_mut().and_then(|waiter| {
+                    waiter.refused(place);
+                    waiter.pause()
+                });
+                let pause = pause
+                    .unwrap_or_else(|| client.retry.delay(retry))
+                    .min(deadline - now);
                 retry = retry.saturating_add(1);
-                tokio::time::sleep(delay).await;
+                match &waiter {
+                    Some(waiter) => waiter.sleep(pause).await,
+                    None => tokio::time::sleep(pause).await,
+                }
             }
-            Err(err) => return Err(err),
+            Err(Refused { error, .. }) => return Err(error),
         }
     }
 }
@@ -112,16 +152,18 @@ async fn attempt(
     resource: &str,
     ttl: Duration,
     patience: Duration,
-) -> Result<Grant> {
+    entry: &Entry<'_>,
+) -> std::result::Result<Grant, Refused> {
     let token = LockToken::generate()?;
     let ttl_ms = ttl.as_millis().to_string();
+    let [waiter, ticket, lease, fair] = entry.args();
     let mut cleanup = Cleanup::new(nodes, keys.lock(), &token, patience);
     let sent = Instant::now();
     let Decided { replies, stragglers } = nodes
         .decide(
             &scripts::ACQUIRE,
-            &[keys.lock(), keys.fence()],
-            &[token.as_str(), &ttl_ms],
+            &keys.acquire_keys(),
+            &[token.as_str(), &ttl_ms, &waiter, &ticket, &lease, &fair],
             |reply| granted(reply).is_some(),
         )
         .await;
@@ -130,13 +172,18 @@ async fn attempt(
     let quorum = nodes.quorum();
     let fencing_token = match FencingToken::from_grants(&counters) {
         Some(token) if quorum.reached(counters.iter().flatten().count()) => token,
-        _ => return Err(refusal(nodes, &replies, resource)),
+        _ => {
+            return Err(Refused {
+                error: refusal(nodes, &replies, resource),
+                place: Place::from_replies(&replies),
+            });
+        }
     };
     if !fencing_token.ready(quorum)
         && let Err(raise_replies) = raise_to(nodes, keys.fence(), &fencing_token).await
     {
         let reports = nodes.reports(&raise_replies, |_| NodeOutcome::Ok);
-        return Err(Error::new(
+        return Err(Refused::from(Error::new(
             ErrorKind::Unavailable,
             format!(
                 "lock '{resource}' was granted but its fencing counter could not be raised on a majority \
@@ -144,10 +191,10 @@ async fn attempt(
             ),
         )
         .with_resource(resource)
-        .with_nodes(reports));
+        .with_nodes(reports)));
     }
     let Some(valid_until) = nodes.valid_until(sent, ttl) else {
-        return Err(Error::new(
+        return Err(Refused::from(Error::new(
             ErrorKind::Unavailable,
             format!(
                 "lock '{resource}' was granted too slowly: {:?} of its {ttl:?} ttl had passed, leaving no validity; \
@@ -155,12 +202,19 @@ async fn attempt(
                 sent.elapsed()
             ),
         )
-        .with_resource(resource));
+        .with_resource(resource)));
     };
     cleanup.disarm();
     drop(cleanup);
     let leases = Leases::granted(counters.iter().map(Option::is_some), sent, ttl);
+    let granted = counters
+        .iter()
+        .enumerate()
+        .take(128)
+        .filter(|(_, counter)| counter.is_some())
+        .fold(0u128, |mask, (i, _)| mask | 1 << i);
     Ok(Grant {
+        granted,
         token,
         fencing_token: fencing_token.value(),
         holder: new_holder_id()?,
@@ -181,6 +235,9 @@ fn granted(reply: &Reply) -> Option<u64> {
 }
 
 fn describe_acquire(value: &redis::Value) -> NodeOutcome {
+    if Refusal::read(value).is_some() {
+        return NodeOutcome::HeldByOther;
+    }
     match as_i64(value) {
         Some(0) => NodeOutcome::HeldByOther,
         Some(n) if (1..=MAX_FENCING_TOKEN as i64).contains(&n) => NodeOutcome::Ok,
@@ -256,7 +313,7 @@ impl<'a> Cleanup<'a> {
 
     fn skip_refusals(&mut self, replies: &[Option<Reply>]) {
         for (i, reply) in replies.iter().enumerate().take(128) {
-            if matches!(reply, Some(Ok(value)) if as_i64(value) == Some(0)) {
+            if matches!(reply, Some(Ok(value)) if Refusal::read(value).is_some()) {
                 self.refused |= 1 << i;
             }
         }
@@ -272,25 +329,12 @@ impl Drop for Cleanup<'_> {
         if !self.armed {
             return;
         }
-        let nodes = self.nodes.clone();
-        let key = self.lock_key.to_owned();
-        let token = self.token.clone();
-        let (refused, patience) = (self.refused, self.patience);
-        // Counted until the task ends, for `Client::settle`.
-        let running = self.nodes.background.start();
         // Runs on the internal runtime even when the attempt was cancelled; the
         // release travels behind the acquire on each connection, so it lands
         // after it. Where that connection broke, it waits for the next one.
-        if let Ok(handle) = crate::runtime::handle() {
-            handle.spawn(async move {
-                let _running = running;
-                let skip = |i: usize| i < 128 && refused & (1 << i) != 0;
-                nodes
-                    .everywhere(&scripts::RELEASE, &[&key], &[token.as_str()], patience, |i| {
-                        !skip(i)
-                    })
-                    .await;
-            });
-        }
+        let refused = self.refused;
+        queue::release_in_background(self.nodes, self.lock_key, self.token, self.patience, move |i| {
+            !(i < 128 && refused & (1 << i) != 0)
+        });
     }
 }

@@ -81,8 +81,13 @@ pub(crate) fn apply_tcp_settings(socket: &tokio::net::TcpStream) -> std::io::Res
 pub(crate) enum Factory {
     /// One Redis server, over a socket (and TLS) we open ourselves.
     Direct(Direct),
-    /// A Redis Cluster, through redis-rs's cluster client.
-    Cluster(redis::cluster::ClusterClient),
+    /// A Redis Cluster, through redis-rs's cluster client; `seed` reaches
+    /// the node the cluster was named by, for the wake-up subscription
+    /// (a cluster passes every PUBLISH to all its nodes).
+    Cluster {
+        cluster: redis::cluster::ClusterClient,
+        seed: redis::Client,
+    },
 }
 
 /// A single Redis server reached over our own socket: its options are
@@ -109,11 +114,24 @@ impl Factory {
                 let persistence = preload(&mut conn).await;
                 Ok((Connection::Standalone(conn), persistence))
             }
-            Factory::Cluster(client) => Ok((
-                Connection::Cluster(client.get_async_connection().await?),
+            Factory::Cluster { cluster, .. } => Ok((
+                Connection::Cluster(cluster.get_async_connection().await?),
                 Persistence::Unknown("a Redis Cluster node: check appendonly on every shard".to_owned()),
             )),
         }
+    }
+}
+
+impl Factory {
+    /// A new connection subscribed to `channel` alone, and its messages;
+    /// they end when the connection does.
+    pub(crate) async fn subscribe(&self, channel: &str) -> RedisResult<redis::aio::PubSubStream> {
+        let mut pubsub = match self {
+            Factory::Direct(direct) => direct.open_pubsub().await?,
+            Factory::Cluster { seed, .. } => seed.get_async_pubsub().await?,
+        };
+        pubsub.subscribe(channel).await?;
+        Ok(pubsub.into_on_message())
     }
 }
 
@@ -124,15 +142,33 @@ type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
 type EndNotice = Arc<std::sync::OnceLock<(Weak<Shared>, u32)>>;
 
 impl Direct {
+    /// TCP with our socket options.
+    async fn tcp(&self) -> RedisResult<TcpStream> {
+        let tcp = TcpStream::connect((self.host.as_str(), self.port)).await?;
+        apply_tcp_settings(&tcp)?;
+        Ok(tcp)
+    }
+
+    /// A subscriber connection: [`Direct::tcp`], TLS if asked for, then
+    /// redis-rs's handshake.
+    async fn open_pubsub(&self) -> RedisResult<redis::aio::PubSub> {
+        let tcp = self.tcp().await?;
+        // Wake-ups are latency-bound single messages: no batching wanted.
+        tcp.set_nodelay(true)?;
+        match &self.tls {
+            Some(handshake) => redis::aio::PubSub::new(&self.redis, handshake.over(tcp).await?).await,
+            None => redis::aio::PubSub::new(&self.redis, tcp).await,
+        }
+    }
+
     /// TCP (with our socket options), TLS if asked for, then redis-rs's
     /// handshake (HELLO, AUTH, SELECT) on the stream.
     async fn open(&self) -> RedisResult<(MultiplexedConnection, Driver)> {
-        let tcp = TcpStream::connect((self.host.as_str(), self.port)).await?;
+        let tcp = self.tcp().await?;
         // Nagle's algorithm stays on, as redis-rs leaves it: under load it
         // gathers the pipelined requests of many callers into fewer segments,
         // which measured faster than sending each at once.
         tcp.set_nodelay(false)?;
-        apply_tcp_settings(&tcp)?;
         // Requests are timed by fencelock, never by redis-rs.
         let config = AsyncConnectionConfig::new().set_response_timeout(None);
         Ok(match &self.tls {

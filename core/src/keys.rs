@@ -19,42 +19,62 @@ pub const DEFAULT_PREFIX: &str = "fencelock:";
 /// What follows the lock key in its fencing counter's key.
 const FENCE_SUFFIX: &str = ":fence";
 
-/// The two keys of one lock, in one allocation: the lock key is a prefix of
-/// the counter's key (a lock is built on every acquire, so this is hot).
+/// What follows the lock key in its waiters' queue (tickets) and leases.
+const QUEUE_SUFFIX: &str = ":queue";
+const LEASES_SUFFIX: &str = ":leases";
+
+/// The keys of one lock: the lock key itself, its fencing counter, and
+/// its waiters' queue and leases (docs/protocol.md §2.1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LockKeys {
+    /// `prefix{resource}`.
+    lock: String,
     /// `prefix{resource}:fence`.
     fence: String,
-    /// Where the lock key `prefix{resource}` ends in `fence`.
-    lock_len: usize,
+    /// `prefix{resource}:queue` and `prefix{resource}:leases`.
+    waiters: WaiterKeys,
     /// Where the resource starts in the lock key (after the prefix and `{`), less one.
     pub(crate) prefix_len: usize,
+}
+
+/// The two keys that hold a lock's waiters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct WaiterKeys {
+    pub(crate) queue: String,
+    pub(crate) leases: String,
+}
+
+impl WaiterKeys {
+    /// The waiter keys that belong to `lock_key`.
+    pub(crate) fn of(lock_key: &str) -> Self {
+        WaiterKeys {
+            queue: [lock_key, QUEUE_SUFFIX].concat(),
+            leases: [lock_key, LEASES_SUFFIX].concat(),
+        }
+    }
 }
 
 impl LockKeys {
     pub(crate) fn new(prefix: &str, resource: &str) -> Result<Self> {
         validate_resource(resource)?;
-        let lock_len = prefix.len() + resource.len() + 2;
-        let mut fence = String::with_capacity(lock_len + FENCE_SUFFIX.len());
-        for part in [prefix, "{", resource, "}", FENCE_SUFFIX] {
-            fence.push_str(part);
-        }
+        let lock = [prefix, "{", resource, "}"].concat();
         Ok(LockKeys {
-            fence,
-            lock_len,
+            fence: [&lock, FENCE_SUFFIX].concat(),
+            waiters: WaiterKeys::of(&lock),
+            lock,
             prefix_len: prefix.len(),
         })
     }
 
-    /// `prefix{resource}`: the key holding the owner's token.
     /// Whether `key` has the form of a lock or counter key under `prefix`
     /// (`prefix{…`): every such key may belong to some resource.
     pub(crate) fn could_be_lock_key(prefix: &str, key: &str) -> bool {
         key.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('{'))
     }
 
+    /// `prefix{resource}`: the key holding the owner's token.
     pub(crate) fn lock(&self) -> &str {
-        &self.fence[..self.lock_len]
+        &self.lock
     }
 
     /// `prefix{resource}:fence`: the resource's fencing counter.
@@ -62,10 +82,25 @@ impl LockKeys {
         &self.fence
     }
 
-    /// The lock key alone, reusing this allocation.
-    pub(crate) fn into_lock_key(mut self) -> String {
-        self.fence.truncate(self.lock_len);
-        self.fence
+    /// `prefix{resource}:queue`: the waiters' tickets.
+    pub(crate) fn queue(&self) -> &str {
+        &self.waiters.queue
+    }
+
+    /// `prefix{resource}:leases`: when each waiter's lease ends.
+    pub(crate) fn leases(&self) -> &str {
+        &self.waiters.leases
+    }
+
+    /// The lock key alone, for a held lock's state (its waiter keys are
+    /// only needed at release: [`WaiterKeys::of`]).
+    pub(crate) fn into_lock_key(self) -> String {
+        self.lock
+    }
+
+    /// The keys ACQUIRE takes: lock, fence, queue, leases.
+    pub(crate) fn acquire_keys(&self) -> [&str; 4] {
+        [self.lock(), self.fence(), self.queue(), self.leases()]
     }
 }
 
@@ -117,8 +152,9 @@ mod tests {
         let keys = LockKeys::new("fencelock:", "orders:42").unwrap();
         assert_eq!(keys.lock(), "fencelock:{orders:42}");
         assert_eq!(keys.fence(), "fencelock:{orders:42}:fence");
+        assert_eq!(keys.queue(), "fencelock:{orders:42}:queue");
+        assert_eq!(keys.leases(), "fencelock:{orders:42}:leases");
         assert_eq!(keys.prefix_len, "fencelock:".len());
-        assert_eq!(keys.into_lock_key(), "fencelock:{orders:42}");
     }
 
     #[test]

@@ -66,6 +66,7 @@ mod node;
 mod node_set;
 mod options;
 mod persistence;
+mod queue;
 mod quorum;
 mod runtime;
 mod scripts;
@@ -73,6 +74,8 @@ mod shared;
 mod startup;
 mod tls;
 mod token;
+mod wake;
+mod waiter;
 mod watchdog;
 
 pub use background::{is_settled, settle};

@@ -13,6 +13,7 @@ use crate::lock_state::{LockState, LockStatus, LossReason};
 use crate::node::Reply;
 use crate::node_set::{NodeSet, tally};
 use crate::options::validate_ttl;
+use crate::queue;
 use crate::runtime;
 use crate::scripts;
 use crate::shared::ClientShared;
@@ -277,14 +278,15 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     client.watchdog.cancel(state);
     stop_stragglers(state).await;
     let nodes = &client.nodes;
-    let keys = [state.lock_key()];
-    let token = [state.token.as_str()];
+    let (keys, args) = queue::release_call(nodes, state.lock_key(), &state.token);
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     // Sent to every node, not just a quorum (a late grant may have landed
     // anywhere); the answer comes once a quorum decided, and the rest go on
     // in the background, already queued on their connections ahead of
     // anything this client sends later.
     let decided = nodes
-        .decide(&scripts::RELEASE, &keys, &token, |r| {
+        .decide(&scripts::RELEASE, &keys, &args, |r| {
             compare_and_act(r) == Some(CompareAndAct::Done)
         })
         .await;
@@ -333,18 +335,7 @@ fn clean_up_unreached(
         return;
     }
     let failed: Vec<bool> = replies.iter().map(is_failed).collect();
-    let (nodes, key, token) = (nodes.clone(), lock_key.to_owned(), token.clone());
-    let running = nodes.background.start();
-    if let Ok(runtime) = runtime::handle() {
-        runtime.spawn(async move {
-            let _running = running;
-            nodes
-                .everywhere(&scripts::RELEASE, &[&key], &[token.as_str()], patience, |i| {
-                    failed[i]
-                })
-                .await;
-        });
-    }
+    queue::release_in_background(nodes, lock_key, token, patience, move |i| failed[i]);
 }
 
 fn not_held(state: &LockState, why: &str) -> Error {

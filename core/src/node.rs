@@ -46,6 +46,8 @@ pub(crate) struct Node {
     connect_timeout: Duration,
     foreground: Slot,
     background: Slot,
+    /// For the wake-up subscription ([`crate::wake`]).
+    factory: Factory,
 }
 
 /// The raw reply of one node to one request, before quorum logic reads it.
@@ -82,6 +84,7 @@ impl Node {
         Ok(Node {
             foreground: slot(Home::Caller),
             background: slot(Home::Internal),
+            factory,
             endpoint,
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
@@ -101,6 +104,19 @@ impl Node {
             self.background.live_by(deadline, false)
         );
         fg.and(bg).map(drop)
+    }
+
+    /// A subscription to `channel` on a connection of its own, opened
+    /// within the connect timeout (see [`crate::wake`]).
+    pub(crate) async fn subscribe(&self, channel: &str) -> RedisResult<redis::aio::PubSubStream> {
+        within(self.connect_timeout, self.factory.subscribe(channel))
+            .await
+            .map_err(|Elapsed| {
+                RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "subscribing to wake-ups took longer than the connect timeout",
+                ))
+            })?
     }
 
     /// The background connection (ttl changes of held locks), or the failure
@@ -238,6 +254,7 @@ fn factory(endpoint: &Endpoint, settings: &NodeSettings) -> Result<Factory> {
         Topology::Cluster => {
             let tcp = tcp_settings(info.tcp_settings().clone());
             let info = info.set_redis_settings(redis_info);
+            let seed_info = info.clone().set_tcp_settings(tcp.clone());
             let mut builder = redis::cluster::ClusterClientBuilder::new(vec![info])
                 .retries(0)
                 .tcp_settings(tcp)
@@ -253,12 +270,19 @@ fn factory(endpoint: &Endpoint, settings: &NodeSettings) -> Result<Factory> {
                     }),
                     root_cert: settings.tls.root_ca_pem.clone(),
                 };
+            let seed = if endpoint.tls && (certs.client_tls.is_some() || certs.root_cert.is_some()) {
+                redis::Client::build_with_tls(seed_info, certs.clone())
+            } else {
+                redis::Client::open(seed_info)
+            }
+            .map_err(|e| config_error(endpoint, e))?;
             if endpoint.tls && (certs.client_tls.is_some() || certs.root_cert.is_some()) {
                 builder = builder.certs(certs);
             }
-            Ok(Factory::Cluster(
-                builder.build().map_err(|e| config_error(endpoint, e))?,
-            ))
+            Ok(Factory::Cluster {
+                cluster: builder.build().map_err(|e| config_error(endpoint, e))?,
+                seed,
+            })
         }
     }
 }

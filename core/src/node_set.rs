@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::background::Background;
+use crate::endpoint::Topology;
 use crate::compare_and_act::{CompareAndAct, compare_and_act, read_compare_and_act};
 use crate::error::{NodeOutcome, NodeReport};
 use crate::lease::{Leases, Outcome, Validity};
@@ -20,12 +21,39 @@ pub(crate) struct NodeSet {
     /// Clean-ups running in the background (the undo of abandoned acquire
     /// attempts, the rest of a release), so a process about to exit can wait for them.
     pub(crate) background: Arc<Background>,
+    handoff: Handoff,
+}
+
+/// How a release hands the lock to a waiter on these nodes (the last two
+/// arguments of RELEASE and LEAVE, docs/protocol.md §3.2).
+pub(crate) struct Handoff {
+    /// How long a hand-off stays reserved for the woken waiter: twice the
+    /// per-node timeout, so a waiter that is merely slow still gets it.
+    pub(crate) window_ms: String,
+    /// `"1"` when a waiter whose channel has no listener may be skipped:
+    /// only where `PUBLISH` counts every listener, which a Redis Cluster
+    /// (counting its own node's only) does not.
+    pub(crate) counted: &'static str,
+}
+
+impl Handoff {
+    fn of(nodes: &[Node]) -> Self {
+        let timeout = nodes.iter().map(Node::request_timeout).max().unwrap_or_default();
+        let counted = nodes
+            .iter()
+            .all(|node| node.endpoint().topology == Topology::Standalone);
+        Handoff {
+            window_ms: (timeout * 2).as_millis().max(1).to_string(),
+            counted: if counted { "1" } else { "0" },
+        }
+    }
 }
 
 impl NodeSet {
     pub(crate) fn new(nodes: Vec<Node>, drift_factor: f64) -> Self {
         let quorum = Quorum::of(nodes.len());
         NodeSet {
+            handoff: Handoff::of(&nodes),
             nodes,
             quorum,
             drift_factor,
@@ -35,6 +63,11 @@ impl NodeSet {
 
     pub(crate) fn nodes(&self) -> &[Node] {
         &self.nodes
+    }
+
+    /// How a release hands the lock on here.
+    pub(crate) fn handoff(&self) -> &Handoff {
+        &self.handoff
     }
 
     pub(crate) fn quorum(&self) -> Quorum {
@@ -163,6 +196,30 @@ impl NodeSet {
             }
         });
         futures_util::future::join_all(requests).await
+    }
+
+    /// [`NodeSet::everywhere`] in the background on the internal runtime,
+    /// counted for `Client::settle`: clean-up nobody waits for (an undo, the
+    /// rest of a release, a waiter leaving the queue). It runs even when the
+    /// caller's future is dropped.
+    pub(crate) fn everywhere_in_background(
+        self: &Arc<Self>,
+        script: &'static LuaScript,
+        keys: Vec<String>,
+        args: Vec<String>,
+        patience: Duration,
+        only: impl Fn(usize) -> bool + Send + Sync + 'static,
+    ) {
+        let Ok(runtime) = crate::runtime::handle() else {
+            return;
+        };
+        let (nodes, running) = (self.clone(), self.background.start());
+        runtime.spawn(async move {
+            let _running = running;
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            nodes.everywhere(script, &keys, &args, patience, only).await;
+        });
     }
 
     /// Per-node reports for an error message, reading replies with `describe`.

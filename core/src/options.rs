@@ -33,6 +33,7 @@ pub struct LockOptions {
     pub(crate) auto_renew: Option<bool>,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) max_renewals: Option<u32>,
+    pub(crate) fair: bool,
 }
 
 impl LockOptions {
@@ -76,6 +77,16 @@ impl LockOptions {
         self.max_renewals = Some(limit);
         self
     }
+
+    /// Fair (FIFO) waiting: the lock goes to waiters in order of arrival,
+    /// and this acquisition never takes it ahead of an earlier fair or
+    /// default waiter (docs/protocol.md §4.8). Off by default: a default
+    /// acquisition is also woken in queue order when the lock is released,
+    /// but may take a lock that is free at the moment it asks.
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = on;
+        self
+    }
 }
 
 /// The client's defaults for unset [`LockOptions`] fields.
@@ -102,6 +113,7 @@ pub(crate) struct Resolved {
     pub(crate) ttl: Duration,
     pub(crate) wait: Duration,
     pub(crate) renewal: RenewalPolicy,
+    pub(crate) fair: bool,
 }
 
 /// When the watchdog renews, and when it stops.
@@ -130,6 +142,7 @@ impl LockOptions {
                 max_hold: self.max_hold,
                 max_renewals: self.max_renewals,
             },
+            fair: self.fair,
         })
     }
 }

@@ -37,38 +37,151 @@ local function decimal_less(a, b)
 end
 "#;
 
-/// `ACQUIRE(KEYS = {lock, fence}, ARGV = {token, ttl_ms})`.
+/// Shared helpers of the scripts that see the waiters' queue
+/// (docs/protocol.md §3.8): the node's clock, and dropping waiters whose
+/// lease ran out.
+const WAITERS: &str = r#"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function drop_expired(queue, leases, now)
+  local gone = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 100)
+  if #gone > 0 then
+    redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREM', leases, unpack(gone))
+  end
+end
+"#;
+
+/// Shared helper of RELEASE and LEAVE: hands a freed lock to the first
+/// waiter still listening, or deletes it.
+const HAND_OFF: &str = r#"
+local function hand_off(lock, queue, leases, window_ms, counted)
+  drop_expired(queue, leases, now_ms())
+  local prefix = string.match(lock, '^[^{]*')
+  for _ = 1, 8 do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then break end
+    local channel = prefix .. 'wake:' .. string.sub(head, 1, 32)
+    if redis.call('PUBLISH', channel, head .. ' ' .. lock) > 0 or counted == '0' then
+      redis.call('SET', lock, 'w:' .. head, 'PX', window_ms)
+      return
+    end
+    redis.call('ZREM', queue, head)
+    redis.call('ZREM', leases, head)
+  end
+  redis.call('DEL', lock)
+end
+"#;
+
+/// `ACQUIRE(KEYS = {lock, fence, queue, leases},
+/// ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})`.
 ///
-/// If the lock key is absent, set it to the token with `PX ttl` and return the
-/// new value of the fencing counter (`INCR fence`, ≥ 1). Otherwise return 0:
-/// held by another owner. Every attempt uses a fresh token.
+/// Grants (sets the lock key to the token with `PX ttl` and returns the new
+/// value of the fencing counter, ≥ 1) when the lock key is absent, or holds a
+/// hand-off reserved for `waiter`; in fair mode an absent key is granted only
+/// when no other live waiter is first in the queue. Otherwise returns
+/// `{0, retry_in_ms, ticket, position}` and, for a named waiter, enters or
+/// refreshes it in the queue. Every attempt uses a fresh token.
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         "acquire",
-        r#"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+        concat_script(&[
+            WAITERS,
+            r#"
+local lock, queue, leases, waiter = KEYS[1], KEYS[3], KEYS[4], ARGV[3]
+local now = now_ms()
+drop_expired(queue, leases, now)
+local current = redis.call('GET', lock)
+local free = current == false or (waiter ~= '' and current == 'w:' .. waiter)
+if free and current == false and ARGV[6] == '1' then
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  free = head == nil or head == waiter
+end
+if free then
+  redis.call('SET', lock, ARGV[1], 'PX', ARGV[2])
+  if waiter ~= '' then
+    redis.call('ZREM', queue, waiter)
+    redis.call('ZREM', leases, waiter)
+  end
   return redis.call('INCR', KEYS[2])
 end
-return 0
+local ticket, position = 0, -1
+if waiter ~= '' then
+  local lease_ms = tonumber(ARGV[5])
+  local mine = tonumber(redis.call('ZSCORE', queue, waiter))
+  if mine == nil then
+    local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
+    mine = (tonumber(last) or 0) + 1
+  end
+  ticket = math.max(mine, tonumber(ARGV[4]))
+  redis.call('ZADD', queue, string.format('%d', ticket), waiter)
+  redis.call('ZADD', leases, string.format('%d', now + lease_ms), waiter)
+  for _, key in ipairs({queue, leases}) do
+    if redis.call('PTTL', key) < lease_ms then redis.call('PEXPIRE', key, lease_ms) end
+  end
+  position = redis.call('ZRANK', queue, waiter)
+end
+local retry_in = redis.call('PTTL', lock)
+if retry_in == -2 then
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  local lease_end = head and tonumber(redis.call('ZSCORE', leases, head))
+  retry_in = lease_end and math.max(lease_end - now, 0) or 0
+end
+return {0, retry_in, ticket, position}
 "#,
+        ]),
     )
 });
 
-/// `RELEASE(KEYS = {lock}, ARGV = {token})`: compare-and-delete.
+/// `RELEASE(KEYS = {lock, queue, leases}, ARGV = {token, window_ms, counted})`:
+/// compare-and-hand-off.
 ///
-/// Returns 1 when deleted, 0 when another owner holds the key, -1 when absent.
+/// When the key holds the token, it goes to the first waiter still listening
+/// (a reservation `w:<waiter>` for `window_ms`, announced on the waiter's
+/// channel) or is deleted; returns 1. Returns 0 when another owner holds
+/// the key, -1 when absent.
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         "release",
-        r#"
+        concat_script(&[
+            WAITERS,
+            HAND_OFF,
+            r#"
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
   return 1
 end
 if current == false then return -1 end
 return 0
 "#,
+        ]),
+    )
+});
+
+/// `LEAVE(KEYS = {lock, queue, leases}, ARGV = {waiter, window_ms, counted})`:
+/// takes a waiter out of the queue, passing on a hand-off reserved for it.
+///
+/// Returns 1 when a reservation was passed on, 0 otherwise.
+pub(crate) static LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "leave",
+        concat_script(&[
+            WAITERS,
+            HAND_OFF,
+            r#"
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if redis.call('GET', KEYS[1]) == 'w:' .. ARGV[1] then
+  hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+  return 1
+end
+return 0
+"#,
+        ]),
     )
 });
 
@@ -167,9 +280,10 @@ fn concat_script(parts: &[&str]) -> &'static str {
 }
 
 /// Every script, for pre-loading and the protocol document check.
-pub(crate) fn all() -> [&'static LuaScript; 7] {
+pub(crate) fn all() -> [&'static LuaScript; 8] {
     [
         &ACQUIRE,
+        &LEAVE,
         &FENCED_GET,
         &RELEASE,
         &EXTEND,

@@ -10,6 +10,7 @@ use crate::node_set::NodeSet;
 use crate::options::LockDefaults;
 use crate::runtime;
 use crate::startup::Startup;
+use crate::wake::Wakeups;
 use crate::watchdog::Watchdog;
 
 /// A client's nodes, settings and background machinery.
@@ -22,6 +23,8 @@ pub(crate) struct ClientShared {
     /// How long background clean-up may wait for a node's connection.
     pub(crate) connect_timeout: Duration,
     pub(crate) startup: Startup,
+    /// Push wake-ups for this client's waiters.
+    pub(crate) wakeups: Wakeups,
     pid: u32,
     closed: AtomicBool,
 }
@@ -43,6 +46,7 @@ impl ClientShared {
         Ok(ClientShared {
             watchdog: Watchdog::start(nodes.clone(), &runtime),
             startup: Startup::spawn(nodes.clone(), &home),
+            wakeups: Wakeups::new(nodes.clone(), &key_prefix)?,
             nodes,
             key_prefix,
             retry,

@@ -180,7 +180,8 @@ async fn cancellation_storm_leaves_no_key_and_no_renewal() {
     // Whatever was granted is dropped (no renewal) or cleaned up: after 3×TTL nothing remains.
     tokio::time::sleep(ms(900)).await;
     let before = nodes[0].command_calls("evalsha");
-    assert!(lock_keys_on(&nodes[0]).is_empty(), "orphan keys after the storm");
+    let left = lock_keys_on(&nodes[0]);
+    assert!(left.is_empty(), "orphan keys after the storm: {left:?}");
     tokio::time::sleep(ms(300)).await;
     assert_eq!(
         nodes[0].command_calls("evalsha"),

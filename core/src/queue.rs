@@ -1,0 +1,251 @@
+//! A lock's queue of waiters as the client sees it (docs/protocol.md §4.8):
+//! entering it with an attempt, what a refusal says of a waiter's place,
+//! how long to pause before the next attempt, and leaving it.
+//!
+//! Each node keeps its own queue. A waiter's *ticket* orders it there; the
+//! client carries the largest ticket any node gave it into its next
+//! attempts, so every node ends up ordering the same waiters the same way
+//! and a release on each node hands the lock to the same waiter.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use redis::Value;
+
+use crate::keys::WaiterKeys;
+use crate::node::{Reply, as_i64};
+use crate::node_set::NodeSet;
+use crate::scripts;
+use crate::token::LockToken;
+
+/// How long a waiter's entry in a queue lives unless refreshed: a waiter
+/// that dies, freezes or gives up is out of every queue within this.
+pub(crate) const WAITER_LEASE: Duration = Duration::from_secs(1);
+
+/// The longest a waiter pauses between attempts, each of which refreshes
+/// its entry: a third of the lease, so one late refresh does not drop it.
+pub(crate) const REFRESH_EVERY: Duration = Duration::from_millis(333);
+
+/// What an attempt asks of the queue: the last four arguments of ACQUIRE.
+pub(crate) struct Entry<'a> {
+    /// The waiter id, or `None` for an attempt that will not wait.
+    pub(crate) waiter: Option<&'a str>,
+    /// The largest ticket the waiter was given so far (0 at first).
+    pub(crate) ticket: u64,
+    /// Take the lock only in queue order, never ahead of an earlier waiter.
+    pub(crate) fair: bool,
+}
+
+impl Entry<'_> {
+    /// ACQUIRE's ARGV after the token and ttl.
+    pub(crate) fn args(&self) -> [String; 4] {
+        [
+            self.waiter.unwrap_or_default().to_owned(),
+            self.ticket.to_string(),
+            WAITER_LEASE.as_millis().to_string(),
+            if self.fair { "1" } else { "0" }.to_owned(),
+        ]
+    }
+}
+
+/// One node's refusal: `{0, retry_in_ms, ticket, position}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// When what blocks the lock (the holder's key, a hand-off reserved for
+    /// another waiter, or in fair mode the first waiter's lease) may end;
+    /// `None` for a key without expiry.
+    pub(crate) retry_in: Option<Duration>,
+    /// The waiter's ticket there (0: not queued).
+    pub(crate) ticket: u64,
+    /// The waiter's position there (0 first), `None` when not queued.
+    pub(crate) position: Option<u64>,
+}
+
+impl Refusal {
+    /// Reads an ACQUIRE reply; `None` for a grant or anything else.
+    pub(crate) fn read(value: &Value) -> Option<Refusal> {
+        let Value::Array(items) = value else {
+            return None;
+        };
+        let [first, retry_in, ticket, position] = items.as_slice() else {
+            return None;
+        };
+        if as_i64(first)? != 0 {
+            return None;
+        }
+        let retry_in = as_i64(retry_in)?;
+        Some(Refusal {
+            retry_in: u64::try_from(retry_in).ok().map(Duration::from_millis),
+            ticket: u64::try_from(as_i64(ticket)?).ok()?,
+            position: u64::try_from(as_i64(position)?).ok(),
+        })
+    }
+}
+
+/// What the refusing nodes of one attempt said of the waiter's place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Place {
+    /// The largest ticket any node gave: the waiter's ticket from now on.
+    pub(crate) ticket: u64,
+    /// Nodes gave different tickets: the next attempt evens them out.
+    pub(crate) tickets_differ: bool,
+    /// The waiter's best position on any node.
+    pub(crate) position: Option<u64>,
+    /// The soonest that what blocks the lock may end on any node.
+    pub(crate) retry_in: Option<Duration>,
+    /// Bit `i` set: node `i` has the waiter in its queue.
+    pub(crate) queued: u128,
+    /// Bit `i` set: node `i` failed or did not answer, and may have queued it.
+    pub(crate) unknown: u128,
+}
+
+impl Place {
+    /// Reads every node's reply to one attempt.
+    pub(crate) fn from_replies(replies: &[Option<Reply>]) -> Place {
+        let mut place = Place::default();
+        let mut tickets = Vec::new();
+        for (i, reply) in replies.iter().enumerate().take(128) {
+            let value = match reply {
+                Some(Ok(value)) => value,
+                Some(Err(_)) | None => {
+                    place.unknown |= 1 << i;
+                    continue;
+                }
+            };
+            let Some(refusal) = Refusal::read(value) else {
+                continue;
+            };
+            if refusal.position.is_some() {
+                place.queued |= 1 << i;
+                tickets.push(refusal.ticket);
+            }
+            place.position = min_some(place.position, refusal.position);
+            place.retry_in = min_some(place.retry_in, refusal.retry_in);
+        }
+        place.ticket = tickets.iter().copied().max().unwrap_or(0);
+        place.tickets_differ = tickets.iter().any(|t| *t != place.ticket);
+        place
+    }
+
+    /// The pause before the next attempt of a waiter that push wake-ups
+    /// reach: the first two in line come back when the blocking key may
+    /// expire (so a holder that died hands on without a release, and the
+    /// second covers a first that froze), if that comes within two thirds
+    /// of the waiter lease; everyone else refreshes its entry within
+    /// [`REFRESH_EVERY`], jittered so waiters do not refresh in step.
+    pub(crate) fn pause(&self) -> Duration {
+        let at_expiry = self.retry_in.map(|retry_in| retry_in + Duration::from_millis(1));
+        match (self.position, at_expiry) {
+            (Some(0 | 1), Some(at_expiry)) if at_expiry <= REFRESH_EVERY * 2 => at_expiry,
+            _ => REFRESH_EVERY.mul_f64(rand::rng().random_range(0.5..=1.0)),
+        }
+    }
+}
+
+fn min_some<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// RELEASE's keys and arguments for `lock_key` and `token` (docs/protocol.md §3.2).
+pub(crate) fn release_call(nodes: &NodeSet, lock_key: &str, token: &LockToken) -> (Vec<String>, Vec<String>) {
+    let waiters = WaiterKeys::of(lock_key);
+    let handoff = nodes.handoff();
+    (
+        vec![lock_key.to_owned(), waiters.queue, waiters.leases],
+        vec![
+            token.as_str().to_owned(),
+            handoff.window_ms.clone(),
+            handoff.counted.to_owned(),
+        ],
+    )
+}
+
+/// Releases `token`'s key on the nodes `only` selects, in the background,
+/// waiting up to `patience` for a node's connection.
+pub(crate) fn release_in_background(
+    nodes: &Arc<NodeSet>,
+    lock_key: &str,
+    token: &LockToken,
+    patience: Duration,
+    only: impl Fn(usize) -> bool + Send + Sync + 'static,
+) {
+    let (keys, args) = release_call(nodes, lock_key, token);
+    nodes.everywhere_in_background(&scripts::RELEASE, keys, args, patience, only);
+}
+
+/// Takes `waiter` out of `lock_key`'s queue on the nodes `only` selects, in
+/// the background, passing on a hand-off reserved for it.
+pub(crate) fn leave_in_background(
+    nodes: &Arc<NodeSet>,
+    lock_key: &str,
+    waiter: &str,
+    only: impl Fn(usize) -> bool + Send + Sync + 'static,
+) {
+    let waiters = WaiterKeys::of(lock_key);
+    let handoff = nodes.handoff();
+    let keys = vec![lock_key.to_owned(), waiters.queue, waiters.leases];
+    let args = vec![waiter.to_owned(), handoff.window_ms.clone(), handoff.counted.to_owned()];
+    let patience = nodes.nodes().first().map(|n| n.request_timeout()).unwrap_or_default();
+    nodes.everywhere_in_background(&scripts::LEAVE, keys, args, patience, only);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(retry_in: i64, ticket: i64, position: i64) -> Option<Reply> {
+        Some(Ok(Value::Array(vec![
+            Value::Int(0),
+            Value::Int(retry_in),
+            Value::Int(ticket),
+            Value::Int(position),
+        ])))
+    }
+
+    #[test]
+    fn a_place_takes_the_largest_ticket_and_the_best_position() {
+        let place = Place::from_replies(&[refusal(40, 3, 2), Some(Ok(Value::Int(7))), refusal(25, 5, 0), None]);
+        assert_eq!(place.ticket, 5);
+        assert!(place.tickets_differ);
+        assert_eq!(place.position, Some(0));
+        assert_eq!(place.retry_in, Some(Duration::from_millis(25)));
+        assert_eq!(place.queued, 0b101);
+        assert_eq!(place.unknown, 0b1000, "a node that did not answer may have queued it");
+    }
+
+    #[test]
+    fn an_unqueued_refusal_counts_no_ticket() {
+        let place = Place::from_replies(&[refusal(-1, 0, -1)]);
+        assert_eq!(place, Place::default());
+        assert!(Refusal::read(&Value::Int(0)).is_none(), "a grant or a bare 0 is no refusal");
+    }
+
+    #[test]
+    fn the_first_in_line_comes_back_at_expiry_and_the_rest_refresh() {
+        let first = Place {
+            position: Some(0),
+            retry_in: Some(Duration::from_millis(20)),
+            ..Place::default()
+        };
+        assert_eq!(first.pause(), Duration::from_millis(21));
+        let far = Place {
+            position: Some(5),
+            ..first
+        };
+        assert!(far.pause() >= REFRESH_EVERY / 2 && far.pause() <= REFRESH_EVERY);
+        let soon = Place {
+            retry_in: Some(REFRESH_EVERY * 2 - Duration::from_millis(1)),
+            ..first
+        };
+        assert_eq!(soon.pause(), REFRESH_EVERY * 2, "within two thirds of the lease");
+        let long = Place {
+            retry_in: Some(Duration::from_secs(30)),
+            ..first
+        };
+        assert!(long.pause() <= REFRESH_EVERY);
+    }
+}

@@ -1,0 +1,113 @@
+//! One `acquire` call's time in a lock's queues: its id and wake-up, the
+//! ticket it carries from attempt to attempt, the pause between attempts,
+//! and leaving the queues when it stops waiting (docs/protocol.md §4.8).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::queue::{self, Entry, Place};
+use crate::shared::ClientShared;
+use crate::wake::Registration;
+
+/// A waiting `acquire`. Dropped (granted, gave up, failed or cancelled),
+/// it leaves every queue it may still be in, in the background.
+pub(crate) struct Waiter {
+    registration: Registration,
+    client: Arc<ClientShared>,
+    lock_key: String,
+    place: Place,
+    /// Bit `i` set: node `i` may have this waiter in its queue.
+    entered: u128,
+    /// The last pause was none, to even out unequal tickets at once (done
+    /// once in a row, so it cannot spin).
+    evening: bool,
+}
+
+impl Waiter {
+    pub(crate) fn new(client: &Arc<ClientShared>, lock_key: &str) -> Self {
+        Waiter {
+            registration: client.wakeups.register(),
+            client: client.clone(),
+            lock_key: lock_key.to_owned(),
+            place: Place::default(),
+            entered: 0,
+            evening: false,
+        }
+    }
+
+    /// What the next attempt asks of the queue.
+    pub(crate) fn entry(&self, fair: bool) -> Entry<'_> {
+        Entry {
+            waiter: Some(&self.registration.id),
+            ticket: self.place.ticket,
+            fair,
+        }
+    }
+
+    /// An attempt is about to go out: until its replies say otherwise, any
+    /// node may queue this waiter (and a cancelled attempt leaves them all).
+    pub(crate) fn attempting(&mut self) {
+        let nodes = self.client.nodes.nodes().len().min(128);
+        self.entered = u128::MAX >> (128 - nodes);
+    }
+
+    /// Takes in what a refused attempt's nodes said.
+    pub(crate) fn refused(&mut self, place: Place) {
+        self.entered = place.queued | place.unknown;
+        self.place = Place {
+            ticket: place.ticket.max(self.place.ticket),
+            ..place
+        };
+    }
+
+    /// The nodes that granted the lock took this waiter out of their queue.
+    pub(crate) fn granted(&mut self, granted: u128) {
+        self.entered &= !granted;
+    }
+
+    /// How long to pause before the next attempt, or `None` to fall back
+    /// to the client's retry policy (no wake-up can reach this waiter: its
+    /// subscriptions are not up, or no node queued it).
+    pub(crate) fn pause(&mut self) -> Option<Duration> {
+        if self.place.queued == 0 || !self.client.wakeups.listening() {
+            return None;
+        }
+        self.evening = self.place.tickets_differ && !self.evening;
+        if self.evening {
+            return Some(Duration::ZERO);
+        }
+        Some(self.place.pause())
+    }
+
+    /// Sleeps for `pause`, or until a release hands this waiter the lock,
+    /// or (while it polls for want of them) until wake-ups can reach it.
+    pub(crate) async fn sleep(&self, pause: Duration) {
+        let wakeups = &self.client.wakeups;
+        let reachable = async {
+            if wakeups.listening() {
+                std::future::pending::<()>().await;
+            }
+            wakeups.started_listening().await;
+        };
+        tokio::select! {
+            () = self.registration.notify.notified() => {}
+            () = reachable => {}
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if self.entered == 0 {
+            return;
+        }
+        let entered = self.entered;
+        queue::leave_in_background(
+            &self.client.nodes,
+            &self.lock_key,
+            &self.registration.id,
+            move |i| i < 128 && entered & (1 << i) != 0,
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! Push wake-ups: one subscriber connection per node and client, routing
+//! each wake-up to the `acquire` it names (docs/protocol.md §4.8).
+//!
+//! A release hands the lock to the first waiter in the resource's queue
+//! that is still listening, and publishes that waiter's id on its client's
+//! channel `<prefix>wake:<client id>`. The client subscribes to its channel
+//! on every node when it first waits, not before: a client that never waits
+//! opens no extra connection. Wake-ups are hints. A waiter also retries on
+//! its own (see [`crate::queue`]), so a lost message or a subscriber that is
+//! reconnecting costs one bounded pause, never a hang.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::Notify;
+use tokio::task::AbortHandle;
+
+use crate::error::Result;
+use crate::node_set::NodeSet;
+use crate::queue;
+use crate::token::LockToken;
+
+/// The pause before a subscriber that lost its connection (or could not
+/// open one) tries again.
+const RESUBSCRIBE_PAUSE: Duration = Duration::from_millis(100);
+
+/// A client's wake-up service: its id, its channel, and who waits.
+pub(crate) struct Wakeups {
+    /// 32 hex digits from the CSPRNG; the first part of every waiter id.
+    client_id: String,
+    /// `<prefix>wake:<client id>`.
+    channel: String,
+    registry: Arc<Registry>,
+    nodes: Arc<NodeSet>,
+    /// The subscriber tasks, one per node, once the client first waits.
+    listeners: OnceLock<Vec<AbortHandle>>,
+}
+
+/// The waiting `acquire` calls of one client, by sequence number.
+struct Registry {
+    next: AtomicU64,
+    waiting: Mutex<HashMap<u64, Arc<Notify>>>,
+    /// Whether node `i`'s subscriber is listening now.
+    listening: Vec<AtomicBool>,
+    /// Told when a subscriber starts listening, so a waiter that polls
+    /// for want of it can queue up for wake-ups at once.
+    started_listening: Notify,
+}
+
+/// One `acquire` call's place in the wake-up routing. Dropping it stops
+/// the routing (a later message for it counts as stray).
+pub(crate) struct Registration {
+    seq: u64,
+    /// `<client id>:<seq>`, the member of the queues.
+    pub(crate) id: String,
+    pub(crate) notify: Arc<Notify>,
+    registry: Arc<Registry>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        lock(&self.registry.waiting).remove(&self.seq);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The maps hold plain data: a panic elsewhere cannot leave them half-written.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Wakeups {
+    pub(crate) fn new(nodes: Arc<NodeSet>, key_prefix: &str) -> Result<Self> {
+        let client_id = LockToken::generate()?.as_str().to_owned();
+        let registry = Arc::new(Registry {
+            next: AtomicU64::new(1),
+            waiting: Mutex::default(),
+            listening: nodes.nodes().iter().map(|_| AtomicBool::new(false)).collect(),
+            started_listening: Notify::new(),
+        });
+        Ok(Wakeups {
+            channel: format!("{key_prefix}wake:{client_id}"),
+            client_id,
+            registry,
+            nodes,
+            listeners: OnceLock::new(),
+        })
+    }
+
+    /// A new waiter id with its own wake-up, listening from now on.
+    pub(crate) fn register(&self) -> Registration {
+        self.listen();
+        let seq = self.registry.next.fetch_add(1, Ordering::Relaxed);
+        let notify = Arc::new(Notify::new());
+        lock(&self.registry.waiting).insert(seq, notify.clone());
+        Registration {
+            seq,
+            id: format!("{}:{seq}", self.client_id),
+            notify,
+            registry: self.registry.clone(),
+        }
+    }
+
+    /// Whether enough nodes' subscribers listen for a quorum of them to be
+    /// able to wake a waiter; otherwise waiters poll.
+    pub(crate) fn listening(&self) -> bool {
+        let up = self
+            .registry
+            .listening
+            .iter()
+            .filter(|up| up.load(Ordering::Acquire))
+            .count();
+        self.nodes.quorum().reached(up)
+    }
+
+    /// Resolves when a subscriber starts listening.
+    pub(crate) async fn started_listening(&self) {
+        self.registry.started_listening.notified().await;
+    }
+
+    /// Starts one subscriber per node on the internal runtime, once.
+    fn listen(&self) {
+        self.listeners.get_or_init(|| {
+            let Ok(runtime) = crate::runtime::handle() else {
+                return Vec::new();
+            };
+            (0..self.nodes.nodes().len())
+                .map(|index| {
+                    let subscriber = Subscriber {
+                        index,
+                        client_id: self.client_id.clone(),
+                        channel: self.channel.clone(),
+                        registry: self.registry.clone(),
+                        nodes: self.nodes.clone(),
+                    };
+                    runtime.spawn(subscriber.run()).abort_handle()
+                })
+                .collect()
+        });
+    }
+}
+
+impl Drop for Wakeups {
+    fn drop(&mut self) {
+        for listener in self.listeners.get().into_iter().flatten() {
+            listener.abort();
+        }
+    }
+}
+
+/// The subscriber of one node: subscribes, routes messages, and subscribes
+/// again after its connection ends.
+struct Subscriber {
+    index: usize,
+    client_id: String,
+    channel: String,
+    registry: Arc<Registry>,
+    nodes: Arc<NodeSet>,
+}
+
+impl Subscriber {
+    async fn run(self) {
+        let node = &self.nodes.nodes()[self.index];
+        loop {
+            match node.subscribe(&self.channel).await {
+                Ok(mut messages) => {
+                    self.registry.listening[self.index].store(true, Ordering::Release);
+                    self.registry.started_listening.notify_waiters();
+                    tracing::debug!(node = %node.endpoint(), "listening for wake-ups");
+                    while let Some(message) = messages.next().await {
+                        self.route(message.get_payload_bytes());
+                    }
+                    self.registry.listening[self.index].store(false, Ordering::Release);
+                    tracing::debug!(node = %node.endpoint(), "wake-up subscription ended; waiters poll until it is back");
+                }
+                Err(failure) => {
+                    tracing::debug!(node = %node.endpoint(), error = %failure, "could not subscribe to wake-ups");
+                }
+            }
+            tokio::time::sleep(RESUBSCRIBE_PAUSE).await;
+        }
+    }
+
+    /// Wakes the `acquire` a message names (`<waiter id> <lock key>`). A
+    /// message for a waiter that no longer waits (granted, gave up) would
+    /// leave a hand-off reserved for it: that waiter leaves the queue.
+    fn route(&self, payload: &[u8]) {
+        let Some((waiter, lock_key)) = std::str::from_utf8(payload)
+            .ok()
+            .and_then(|text| text.split_once(' '))
+        else {
+            return;
+        };
+        let Some(seq) = waiter
+            .strip_prefix(self.client_id.as_str())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .and_then(|seq| seq.parse::<u64>().ok())
+        else {
+            return;
+        };
+        if let Some(notify) = lock(&self.registry.waiting).get(&seq) {
+            notify.notify_one();
+            return;
+        }
+        let index = self.index;
+        queue::leave_in_background(&self.nodes, lock_key, waiter, move |i| i == index);
+    }
+}

@@ -1,0 +1,204 @@
+//! Waiting without polling (docs/protocol.md §4.8): a release wakes one
+//! waiter by push, in queue order; lost wake-ups, dead waiters and dead
+//! holders cost a bounded pause, never a hang; fair mode admits no barging.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use fencelock::LockOptions;
+
+/// Wake-ups a node has sent (`PUBLISH` calls, scripts' included). Not
+/// counted by subscribing: a pattern subscriber counts as a listener and
+/// would keep a release from skipping a waiter whose client is gone.
+fn wakes(node: &RedisNode) -> u64 {
+    node.command_calls("publish")
+}
+
+fn options(ttl: u64, wait: u64) -> LockOptions {
+    LockOptions::new(ms(ttl)).wait(ms(wait))
+}
+
+/// Every `acquire`/`release` request a node ran.
+fn script_calls(node: &RedisNode) -> u64 {
+    node.command_calls("evalsha") + node.command_calls("eval")
+}
+
+/// `waiters` clients queue up behind a holder, one after the other, and
+/// each releases as soon as it holds. Returns the order of the grants.
+async fn queue_up(nodes: &[RedisNode], resource: &str, waiters: usize, fair: bool) -> Vec<usize> {
+    let holder_client = client(nodes).await;
+    let holder = holder_client.acquire(resource, options(10_000, 0)).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..waiters {
+        let client = client(nodes).await;
+        let (order, name) = (order.clone(), resource.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let lock = client
+                .acquire(&name, options(10_000, 20_000).fair(fair))
+                .await
+                .unwrap();
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(ms(2)).await;
+            lock.release().await.unwrap();
+        }));
+        // Arrival order: each waiter's first attempt lands before the next starts.
+        let queued = wait_until(ms(5_000), || queue_len(&nodes[0], resource) == i + 1).await;
+        assert!(queued, "waiter {i} never entered the queue");
+    }
+    holder.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    order
+}
+
+fn queue_len(node: &RedisNode, resource: &str) -> usize {
+    match node.command(&["ZCARD", &format!("{}:queue", lock_key(resource))]) {
+        redis::Value::Int(n) => n as usize,
+        other => panic!("unexpected ZCARD reply {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_one_waiter_in_arrival_order() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let calls_before = script_calls(&nodes[0]);
+    let order = queue_up(&nodes, "herd", 10, false).await;
+    assert_eq!(order, (0..10).collect::<Vec<_>>(), "grants out of arrival order");
+    // Each release with someone waiting wakes exactly one waiter: 10 in all.
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(wakes(&nodes[0]), 10, "a release woke more than one waiter");
+    // Per grant: the holder's acquire and release, the waiter's first
+    // (queuing) attempt and its woken one, and a few refreshes at most; a
+    // polling herd makes dozens.
+    let calls = script_calls(&nodes[0]) - calls_before;
+    assert!(calls <= 11 * 4 + 10, "{calls} script calls for 11 grants");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_are_served_in_arrival_order_on_three_nodes() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let order = queue_up(&nodes, "fifo3", 8, true).await;
+    assert_eq!(order, (0..8).collect::<Vec<_>>(), "grants out of arrival order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_client_opens_one_subscriber_per_node_once_it_waits() {
+    let nodes = RedisNode::start_many(2, &NodeOptions::default());
+    let subscribers = |node: &RedisNode| match node.command(&["CLIENT", "LIST", "TYPE", "pubsub"]) {
+        redis::Value::BulkString(text) => String::from_utf8(text).unwrap().lines().count(),
+        redis::Value::VerbatimString { text, .. } => text.lines().count(),
+        other => panic!("unexpected CLIENT LIST reply {other:?}"),
+    };
+    let (a, b) = (client(&nodes).await, client(&nodes).await);
+    let held = a.acquire("subs", options(5_000, 0)).await.unwrap();
+    assert_eq!(subscribers(&nodes[0]), 0, "a client that never waited subscribed");
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        let b = b.clone();
+        waits.push(tokio::spawn(async move {
+            let lock = b.acquire("subs", options(5_000, 5_000)).await.unwrap();
+            lock.release().await.unwrap();
+        }));
+    }
+    assert!(wait_until(ms(3_000), || subscribers(&nodes[0]) == 1 && subscribers(&nodes[1]) == 1).await);
+    held.release().await.unwrap();
+    for wait in waits {
+        wait.await.unwrap();
+    }
+    assert_eq!((subscribers(&nodes[0]), subscribers(&nodes[1])), (1, 1), "five waiters of one client share its subscribers");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_wake_up_costs_one_pause_not_the_wait() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let (holder_client, waiter_client) = (client(&nodes).await, client(&nodes).await);
+    let holder = holder_client.acquire("lost", options(10_000, 0)).await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let started = Instant::now();
+        let lock = waiter_client.acquire("lost", options(10_000, 8_000)).await;
+        (lock, started.elapsed())
+    });
+    assert!(wait_until(ms(3_000), || queue_len(&nodes[0], "lost") == 1).await);
+    // The waiter's subscription dies just before the release: the wake-up
+    // goes nowhere and the release skips the waiter.
+    nodes[0].command(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let (lock, _) = waiter.await.unwrap();
+    let lock = lock.expect("the waiter got the lock without its wake-up");
+    // Its own next attempt came within one refresh pause (1/3 of the
+    // waiter lease), far within its 8 s wait.
+    assert!(released.elapsed() < Duration::from_secs(2), "took {:?}", released.elapsed());
+    lock.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_expiry_hands_on_without_a_release() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    // A holder that died: its key expires in 600 ms and nobody releases it.
+    nodes[0].command(&["SET", &lock_key("expiry"), "0123456789abcdef0123456789abcdef", "PX", "600"]);
+    let key_set = Instant::now();
+    let client = client(&nodes).await;
+    let calls_before = script_calls(&nodes[0]);
+    let lock = client.acquire("expiry", options(5_000, 5_000)).await.unwrap();
+    let granted = key_set.elapsed();
+    assert!(granted >= ms(600), "granted at {granted:?}, before the key expired");
+    // The first in line comes back when the key expires (1 ms later plus
+    // a round trip), not after a polling interval; allow a loaded machine's slack.
+    assert!(granted < ms(600 + 250), "granted {granted:?} after the key was set");
+    let calls = script_calls(&nodes[0]) - calls_before;
+    assert!(calls <= 4, "{calls} attempts while waiting 600 ms");
+    lock.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_skips_a_waiter_whose_client_is_gone() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let (holder_client, waiter_client) = (client(&nodes).await, client(&nodes).await);
+    let holder = holder_client.acquire("ghost", options(10_000, 0)).await.unwrap();
+    // A waiter of a client that died (no subscriber) sits first in line
+    // with a live lease.
+    let queue = format!("{}:queue", lock_key("ghost"));
+    let leases = format!("{}:leases", lock_key("ghost"));
+    let ghost = "ffffffffffffffffffffffffffffffff:1";
+    nodes[0].command(&["ZADD", &queue, "1", ghost]);
+    nodes[0].command(&["ZADD", &leases, "99999999999999", ghost]);
+    let waiter = tokio::spawn(async move { waiter_client.acquire("ghost", options(10_000, 8_000)).await });
+    assert!(wait_until(ms(3_000), || queue_len(&nodes[0], "ghost") == 2).await);
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let lock = waiter.await.unwrap().unwrap();
+    assert_eq!(wakes(&nodes[0]), 2, "the ghost's wake-up, then the live waiter's");
+    assert_eq!(queue_len(&nodes[0], "ghost"), 0, "the ghost is out of the queue");
+    // Woken by the release, not by its own next attempt a refresh later.
+    assert!(released.elapsed() < ms(150), "took {:?}", released.elapsed());
+    lock.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_mode_admits_no_newcomer_ahead_of_a_waiter() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = client(&nodes).await;
+    // The lock is free, and a live waiter is first in line (its client
+    // between attempts, as after a holder's key expired).
+    let queue = format!("{}:queue", lock_key("nobarge"));
+    let leases = format!("{}:leases", lock_key("nobarge"));
+    let first = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee:1";
+    nodes[0].command(&["ZADD", &queue, "1", first]);
+    nodes[0].command(&["ZADD", &leases, "99999999999999", first]);
+    let err = client
+        .acquire("nobarge", options(5_000, 0).fair(true))
+        .await
+        .expect_err("a fair newcomer took the lock ahead of the queue");
+    assert_eq!(err.kind(), fencelock::ErrorKind::NotAcquired);
+    assert_eq!(get(&nodes[0], &lock_key("nobarge")), None);
+    // A default acquisition may take a lock that is free when it asks.
+    let lock = client.acquire("nobarge", options(5_000, 0)).await.unwrap();
+    lock.release().await.unwrap();
+}
