@@ -15,7 +15,7 @@ use crate::lock_state::LockState;
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
 use crate::options::Resolved;
-use crate::queue::{self, Entry, Place, Refusal};
+use crate::queue::{self, Entry, Place, Refusal, Release};
 use crate::quorum::Decided;
 use crate::scripts;
 use crate::shared::ClientShared;
@@ -333,7 +333,7 @@ impl Drop for Cleanup<'_> {
         // release travels behind the acquire on each connection, so it lands
         // after it. Where that connection broke, it waits for the next one.
         let refused = self.refused;
-        queue::release_in_background(self.nodes, self.lock_key, self.token, self.patience, move |i| {
+        queue::release_in_background(self.nodes, self.lock_key, self.token, Release::Undo, self.patience, move |i| {
             !(i < 128 && refused & (1 << i) != 0)
         });
     }

@@ -13,7 +13,7 @@ use crate::lock_state::{LockState, LockStatus, LossReason};
 use crate::node::Reply;
 use crate::node_set::{NodeSet, tally};
 use crate::options::validate_ttl;
-use crate::queue;
+use crate::queue::{self, Release};
 use crate::runtime;
 use crate::scripts;
 use crate::shared::ClientShared;
@@ -278,7 +278,7 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     client.watchdog.cancel(state);
     stop_stragglers(state).await;
     let nodes = &client.nodes;
-    let (keys, args) = queue::release_call(nodes, state.lock_key(), &state.token);
+    let (keys, args) = queue::release_call(nodes, state.lock_key(), &state.token, Release::HandOff);
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     // Sent to every node, not just a quorum (a late grant may have landed
@@ -335,7 +335,7 @@ fn clean_up_unreached(
         return;
     }
     let failed: Vec<bool> = replies.iter().map(is_failed).collect();
-    queue::release_in_background(nodes, lock_key, token, patience, move |i| failed[i]);
+    queue::release_in_background(nodes, lock_key, token, Release::HandOff, patience, move |i| failed[i]);
 }
 
 fn not_held(state: &LockState, why: &str) -> Error {

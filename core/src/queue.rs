@@ -150,17 +150,33 @@ fn min_some<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
     }
 }
 
+/// Whether a release hands the lock to the next waiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// A holder lets go: the first waiter still listening gets it.
+    HandOff,
+    /// A failed attempt is undone: the key goes, nobody is woken. On a
+    /// minority of nodes a hand-off would only wake a waiter that cannot
+    /// win either, whose own undo would wake the next, and so on.
+    Undo,
+}
+
 /// RELEASE's keys and arguments for `lock_key` and `token` (docs/protocol.md §3.2).
-pub(crate) fn release_call(nodes: &NodeSet, lock_key: &str, token: &LockToken) -> (Vec<String>, Vec<String>) {
+pub(crate) fn release_call(
+    nodes: &NodeSet,
+    lock_key: &str,
+    token: &LockToken,
+    release: Release,
+) -> (Vec<String>, Vec<String>) {
     let waiters = WaiterKeys::of(lock_key);
     let handoff = nodes.handoff();
+    let window_ms = match release {
+        Release::HandOff => handoff.window_ms.clone(),
+        Release::Undo => "0".to_owned(),
+    };
     (
         vec![lock_key.to_owned(), waiters.queue, waiters.leases],
-        vec![
-            token.as_str().to_owned(),
-            handoff.window_ms.clone(),
-            handoff.counted.to_owned(),
-        ],
+        vec![token.as_str().to_owned(), window_ms, handoff.counted.to_owned()],
     )
 }
 
@@ -170,10 +186,11 @@ pub(crate) fn release_in_background(
     nodes: &Arc<NodeSet>,
     lock_key: &str,
     token: &LockToken,
+    release: Release,
     patience: Duration,
     only: impl Fn(usize) -> bool + Send + Sync + 'static,
 ) {
-    let (keys, args) = release_call(nodes, lock_key, token);
+    let (keys, args) = release_call(nodes, lock_key, token, release);
     nodes.everywhere_in_background(&scripts::RELEASE, keys, args, patience, only);
 }
 

@@ -84,7 +84,8 @@ end
 /// hand-off reserved for `waiter`; in fair mode an absent key is granted only
 /// when no other live waiter is first in the queue. Otherwise returns
 /// `{0, retry_in_ms, ticket, position}` and, for a named waiter, enters or
-/// refreshes it in the queue. Every attempt uses a fresh token.
+/// refreshes it in the queue. Ticket 0 says the waiter never asked to enter
+/// a queue before. Every attempt uses a fresh token.
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         "acquire",
@@ -92,36 +93,37 @@ pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
             WAITERS,
             r#"
 local lock, queue, leases, waiter = KEYS[1], KEYS[3], KEYS[4], ARGV[3]
-local now = now_ms()
-drop_expired(queue, leases, now)
 local current = redis.call('GET', lock)
 local free = current == false or (waiter ~= '' and current == 'w:' .. waiter)
 if free and current == false and ARGV[6] == '1' then
+  drop_expired(queue, leases, now_ms())
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   free = head == nil or head == waiter
 end
 if free then
   redis.call('SET', lock, ARGV[1], 'PX', ARGV[2])
-  if waiter ~= '' then
+  if waiter ~= '' and ARGV[4] ~= '0' then
     redis.call('ZREM', queue, waiter)
     redis.call('ZREM', leases, waiter)
   end
   return redis.call('INCR', KEYS[2])
 end
 local ticket, position = 0, -1
+local now = now_ms()
 if waiter ~= '' then
-  local lease_ms = tonumber(ARGV[5])
-  local mine = tonumber(redis.call('ZSCORE', queue, waiter))
-  if mine == nil then
+  local asked = tonumber(ARGV[4])
+  ticket = tonumber(redis.call('ZSCORE', queue, waiter))
+  if ticket == nil then
     local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
-    mine = (tonumber(last) or 0) + 1
+    ticket = math.max((tonumber(last) or 0) + 1, asked)
+    redis.call('ZADD', queue, string.format('%d', ticket), waiter)
+  elseif asked > ticket then
+    ticket = asked
+    redis.call('ZADD', queue, string.format('%d', ticket), waiter)
   end
-  ticket = math.max(mine, tonumber(ARGV[4]))
-  redis.call('ZADD', queue, string.format('%d', ticket), waiter)
-  redis.call('ZADD', leases, string.format('%d', now + lease_ms), waiter)
-  for _, key in ipairs({queue, leases}) do
-    if redis.call('PTTL', key) < lease_ms then redis.call('PEXPIRE', key, lease_ms) end
-  end
+  redis.call('ZADD', leases, string.format('%d', now + ARGV[5]), waiter)
+  redis.call('PEXPIRE', queue, ARGV[5])
+  redis.call('PEXPIRE', leases, ARGV[5])
   position = redis.call('ZRANK', queue, waiter)
 end
 local retry_in = redis.call('PTTL', lock)
@@ -141,7 +143,8 @@ return {0, retry_in, ticket, position}
 ///
 /// When the key holds the token, it goes to the first waiter still listening
 /// (a reservation `w:<waiter>` for `window_ms`, announced on the waiter's
-/// channel) or is deleted; returns 1. Returns 0 when another owner holds
+/// channel) or is deleted; with `window_ms` 0 (the undo of a failed
+/// attempt, which must not wake anyone) it is deleted; returns 1. Returns 0 when another owner holds
 /// the key, -1 when absent.
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
@@ -152,7 +155,11 @@ pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
             r#"
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
-  hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+  if ARGV[2] == '0' then
+    redis.call('DEL', KEYS[1])
+  else
+    hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+  end
   return 1
 end
 if current == false then return -1 end

@@ -49,13 +49,17 @@ impl Waiter {
     pub(crate) fn attempting(&mut self) {
         let nodes = self.client.nodes.nodes().len().min(128);
         self.entered = u128::MAX >> (128 - nodes);
+        self.registration.attempting();
     }
 
     /// Takes in what a refused attempt's nodes said.
     pub(crate) fn refused(&mut self, place: Place) {
         self.entered = place.queued | place.unknown;
         self.place = Place {
-            ticket: place.ticket.max(self.place.ticket),
+            // At least 1 from now on: ticket 0 tells a node this waiter
+            // never asked to enter its queue, and a node whose reply was
+            // lost may have entered it.
+            ticket: place.ticket.max(self.place.ticket).max(1),
             ..place
         };
     }
@@ -90,7 +94,7 @@ impl Waiter {
             wakeups.started_listening().await;
         };
         tokio::select! {
-            () = self.registration.notify.notified() => {}
+            () = self.registration.handed_over() => {}
             () = reachable => {}
             () = tokio::time::sleep(pause) => {}
         }

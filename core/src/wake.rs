@@ -20,7 +20,6 @@ use tokio::task::AbortHandle;
 
 use crate::error::Result;
 use crate::node_set::NodeSet;
-use crate::queue;
 use crate::token::LockToken;
 
 /// The pause before a subscriber that lost its connection (or could not
@@ -42,12 +41,33 @@ pub(crate) struct Wakeups {
 /// The waiting `acquire` calls of one client, by sequence number.
 struct Registry {
     next: AtomicU64,
-    waiting: Mutex<HashMap<u64, Arc<Notify>>>,
+    waiting: Mutex<HashMap<u64, Arc<WakeSlot>>>,
+    /// How many nodes must have handed a waiter the lock before it tries:
+    /// the quorum (a try on fewer reservations than that cannot succeed).
+    quorum: usize,
     /// Whether node `i`'s subscriber is listening now.
     listening: Vec<AtomicBool>,
     /// Told when a subscriber starts listening, so a waiter that polls
     /// for want of it can queue up for wake-ups at once.
     started_listening: Notify,
+}
+
+/// Where the wake-ups of one waiter land.
+#[derive(Default)]
+struct WakeSlot {
+    /// Told once a quorum of nodes handed this waiter the lock.
+    notify: Notify,
+    /// Bit `i % 64`: node `i` handed it the lock since its last attempt.
+    woken_by: AtomicU64,
+}
+
+impl WakeSlot {
+    /// Records a hand-off from node `index`; true once a quorum of nodes did.
+    fn handed_by(&self, index: usize, quorum: usize) -> bool {
+        let bit = 1u64 << (index % 64);
+        let woken_by = self.woken_by.fetch_or(bit, Ordering::AcqRel) | bit;
+        woken_by.count_ones() as usize >= quorum
+    }
 }
 
 /// One `acquire` call's place in the wake-up routing. Dropping it stops
@@ -56,8 +76,28 @@ pub(crate) struct Registration {
     seq: u64,
     /// `<client id>:<seq>`, the member of the queues.
     pub(crate) id: String,
-    pub(crate) notify: Arc<Notify>,
+    slot: Arc<WakeSlot>,
     registry: Arc<Registry>,
+}
+
+impl Registration {
+    /// Forgets the hand-offs so far: an attempt is going out, and only
+    /// those that come after it count towards waking it again.
+    pub(crate) fn attempting(&self) {
+        self.slot.woken_by.store(0, Ordering::Release);
+    }
+
+    /// Resolves once a quorum of nodes handed this waiter the lock (at
+    /// once if they did since the last [`Registration::attempting`]).
+    pub(crate) async fn handed_over(&self) {
+        loop {
+            self.slot.notify.notified().await;
+            // A permit stored before the last attempt is stale: check.
+            if self.slot.woken_by.load(Ordering::Acquire).count_ones() as usize >= self.registry.quorum {
+                return;
+            }
+        }
+    }
 }
 
 impl Drop for Registration {
@@ -77,6 +117,7 @@ impl Wakeups {
         let registry = Arc::new(Registry {
             next: AtomicU64::new(1),
             waiting: Mutex::default(),
+            quorum: nodes.quorum().needed(),
             listening: nodes.nodes().iter().map(|_| AtomicBool::new(false)).collect(),
             started_listening: Notify::new(),
         });
@@ -93,12 +134,12 @@ impl Wakeups {
     pub(crate) fn register(&self) -> Registration {
         self.listen();
         let seq = self.registry.next.fetch_add(1, Ordering::Relaxed);
-        let notify = Arc::new(Notify::new());
-        lock(&self.registry.waiting).insert(seq, notify.clone());
+        let slot = Arc::new(WakeSlot::default());
+        lock(&self.registry.waiting).insert(seq, slot.clone());
         Registration {
             seq,
             id: format!("{}:{seq}", self.client_id),
-            notify,
+            slot,
             registry: self.registry.clone(),
         }
     }
@@ -184,10 +225,11 @@ impl Subscriber {
     }
 
     /// Wakes the `acquire` a message names (`<waiter id> <lock key>`). A
-    /// message for a waiter that no longer waits (granted, gave up) would
-    /// leave a hand-off reserved for it: that waiter leaves the queue.
+    /// message for a waiter that no longer waits is dropped: it left every
+    /// queue that may still hold it when it stopped ([`crate::waiter`]),
+    /// and that leave passes on a hand-off reserved for it.
     fn route(&self, payload: &[u8]) {
-        let Some((waiter, lock_key)) = std::str::from_utf8(payload)
+        let Some((waiter, _lock_key)) = std::str::from_utf8(payload)
             .ok()
             .and_then(|text| text.split_once(' '))
         else {
@@ -200,11 +242,10 @@ impl Subscriber {
         else {
             return;
         };
-        if let Some(notify) = lock(&self.registry.waiting).get(&seq) {
-            notify.notify_one();
-            return;
+        if let Some(slot) = lock(&self.registry.waiting).get(&seq) {
+            if slot.handed_by(self.index, self.registry.quorum) {
+                slot.notify.notify_one();
+            }
         }
-        let index = self.index;
-        queue::leave_in_background(&self.nodes, lock_key, waiter, move |i| i == index);
     }
 }

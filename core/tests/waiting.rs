@@ -202,3 +202,44 @@ async fn fair_mode_admits_no_newcomer_ahead_of_a_waiter() {
     let lock = client.acquire("nobarge", options(5_000, 0)).await.unwrap();
     lock.release().await.unwrap();
 }
+
+/// Herd-free and fair in Redlock mode: with every worker cycling on one
+/// lock, each grant costs every node about three requests (the waiter's
+/// queuing attempt, its woken attempt, the release) and one wake-up, not
+/// a poll per waiter, and the releaser does not keep re-taking the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_on_five_nodes_cost_a_few_requests_per_grant() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let nodes = RedisNode::start_many(5, &NodeOptions::default());
+    let calls_before: u64 = nodes.iter().map(script_calls).sum();
+    let grants = Arc::new(AtomicU64::new(0));
+    let end = Instant::now() + ms(1500);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (client, grants) = (client(&nodes).await, grants.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut mine = 0u64;
+            while Instant::now() < end {
+                let lock = client.acquire("cycle", options(10_000, 5_000)).await.unwrap();
+                grants.fetch_add(1, Ordering::Relaxed);
+                mine += 1;
+                tokio::time::sleep(ms(1)).await;
+                lock.release().await.unwrap();
+            }
+            mine
+        }));
+    }
+    let mut each = Vec::new();
+    for task in tasks {
+        each.push(task.await.unwrap());
+    }
+    let (fewest, most) = (each.iter().min().unwrap(), each.iter().max().unwrap());
+    assert!(fewest * 3 >= *most, "grants per worker {each:?}: the releasers kept the lock");
+    let grants = grants.load(Ordering::Relaxed) as f64;
+    let calls: u64 = nodes.iter().map(script_calls).sum::<u64>() - calls_before;
+    let per_node = calls as f64 / grants / 5.0;
+    let wakes_per_node = nodes.iter().map(wakes).sum::<u64>() as f64 / grants / 5.0;
+    assert!(grants >= 100.0, "only {grants} grants in 1.5 s");
+    assert!(per_node <= 6.0, "{per_node:.1} requests per node per grant");
+    assert!(wakes_per_node <= 1.5, "{wakes_per_node:.2} wake-ups per node per grant");
+}
