@@ -75,7 +75,15 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, resource: String, options
                 fair: options.fair,
             },
         };
-        let outcome = attempt(&client.nodes, &keys, &resource, options.ttl, client.connect_timeout, &entry).await;
+        let outcome = attempt(
+            &client.nodes,
+            &keys,
+            &resource,
+            options.ttl,
+            client.connect_timeout,
+            &entry,
+        )
+        .await;
         match outcome {
             Ok(grant) => {
                 if let Some(waiter) = &mut waiter {
@@ -183,15 +191,17 @@ async fn attempt(
         && let Err(raise_replies) = raise_to(nodes, keys.fence(), &fencing_token).await
     {
         let reports = nodes.reports(&raise_replies, |_| NodeOutcome::Ok);
-        return Err(Refused::from(Error::new(
-            ErrorKind::Unavailable,
-            format!(
-                "lock '{resource}' was granted but its fencing counter could not be raised on a majority \
+        return Err(Refused::from(
+            Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "lock '{resource}' was granted but its fencing counter could not be raised on a majority \
                  of the nodes that granted it (docs/protocol.md section 4.4); the attempt was undone"
-            ),
-        )
-        .with_resource(resource)
-        .with_nodes(reports)));
+                ),
+            )
+            .with_resource(resource)
+            .with_nodes(reports),
+        ));
     }
     let Some(valid_until) = nodes.valid_until(sent, ttl) else {
         return Err(Refused::from(Error::new(
@@ -333,8 +343,13 @@ impl Drop for Cleanup<'_> {
         // release travels behind the acquire on each connection, so it lands
         // after it. Where that connection broke, it waits for the next one.
         let refused = self.refused;
-        queue::release_in_background(self.nodes, self.lock_key, self.token, Release::Undo, self.patience, move |i| {
-            !(i < 128 && refused & (1 << i) != 0)
-        });
+        queue::release_in_background(
+            self.nodes,
+            self.lock_key,
+            self.token,
+            Release::Undo,
+            self.patience,
+            move |i| !(i < 128 && refused & (1 << i) != 0),
+        );
     }
 }

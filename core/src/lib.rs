@@ -74,8 +74,8 @@ mod shared;
 mod startup;
 mod tls;
 mod token;
-mod wake;
 mod waiter;
+mod wake;
 mod watchdog;
 
 pub use background::{is_settled, settle};

@@ -335,7 +335,9 @@ fn clean_up_unreached(
         return;
     }
     let failed: Vec<bool> = replies.iter().map(is_failed).collect();
-    queue::release_in_background(nodes, lock_key, token, Release::HandOff, patience, move |i| failed[i]);
+    queue::release_in_background(nodes, lock_key, token, Release::HandOff, patience, move |i| {
+        failed[i]
+    });
 }
 
 fn not_held(state: &LockState, why: &str) -> Error {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::background::Background;
-use crate::endpoint::Topology;
 use crate::compare_and_act::{CompareAndAct, compare_and_act, read_compare_and_act};
+use crate::endpoint::Topology;
 use crate::error::{NodeOutcome, NodeReport};
 use crate::lease::{Leases, Outcome, Validity};
 use crate::node::{Delivery, Node, Prepared, Reply};

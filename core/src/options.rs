@@ -80,7 +80,7 @@ impl LockOptions {
 
     /// Fair (FIFO) waiting: the lock goes to waiters in order of arrival,
     /// and this acquisition never takes it ahead of an earlier fair or
-    /// default waiter (docs/protocol.md §4.8). Off by default: a default
+    /// default waiter (docs/protocol.md §4.9). Off by default: a default
     /// acquisition is also woken in queue order when the lock is released,
     /// but may take a lock that is free at the moment it asks.
     pub fn fair(mut self, on: bool) -> Self {

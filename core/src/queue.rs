@@ -1,4 +1,4 @@
-//! A lock's queue of waiters as the client sees it (docs/protocol.md §4.8):
+//! A lock's queue of waiters as the client sees it (docs/protocol.md §4.9):
 //! entering it with an attempt, what a refusal says of a waiter's place,
 //! how long to pause before the next attempt, and leaving it.
 //!
@@ -205,8 +205,16 @@ pub(crate) fn leave_in_background(
     let waiters = WaiterKeys::of(lock_key);
     let handoff = nodes.handoff();
     let keys = vec![lock_key.to_owned(), waiters.queue, waiters.leases];
-    let args = vec![waiter.to_owned(), handoff.window_ms.clone(), handoff.counted.to_owned()];
-    let patience = nodes.nodes().first().map(|n| n.request_timeout()).unwrap_or_default();
+    let args = vec![
+        waiter.to_owned(),
+        handoff.window_ms.clone(),
+        handoff.counted.to_owned(),
+    ];
+    let patience = nodes
+        .nodes()
+        .first()
+        .map(|n| n.request_timeout())
+        .unwrap_or_default();
     nodes.everywhere_in_background(&scripts::LEAVE, keys, args, patience, only);
 }
 
@@ -225,20 +233,31 @@ mod tests {
 
     #[test]
     fn a_place_takes_the_largest_ticket_and_the_best_position() {
-        let place = Place::from_replies(&[refusal(40, 3, 2), Some(Ok(Value::Int(7))), refusal(25, 5, 0), None]);
+        let place = Place::from_replies(&[
+            refusal(40, 3, 2),
+            Some(Ok(Value::Int(7))),
+            refusal(25, 5, 0),
+            None,
+        ]);
         assert_eq!(place.ticket, 5);
         assert!(place.tickets_differ);
         assert_eq!(place.position, Some(0));
         assert_eq!(place.retry_in, Some(Duration::from_millis(25)));
         assert_eq!(place.queued, 0b101);
-        assert_eq!(place.unknown, 0b1000, "a node that did not answer may have queued it");
+        assert_eq!(
+            place.unknown, 0b1000,
+            "a node that did not answer may have queued it"
+        );
     }
 
     #[test]
     fn an_unqueued_refusal_counts_no_ticket() {
         let place = Place::from_replies(&[refusal(-1, 0, -1)]);
         assert_eq!(place, Place::default());
-        assert!(Refusal::read(&Value::Int(0)).is_none(), "a grant or a bare 0 is no refusal");
+        assert!(
+            Refusal::read(&Value::Int(0)).is_none(),
+            "a grant or a bare 0 is no refusal"
+        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ end
 "#;
 
 /// Shared helpers of the scripts that see the waiters' queue
-/// (docs/protocol.md §3.8): the node's clock, and dropping waiters whose
+/// (docs/protocol.md §4.9): the node's clock, and dropping waiters whose
 /// lease ran out.
 const WAITERS: &str = r#"
 local function now_ms()

@@ -1,6 +1,6 @@
 //! One `acquire` call's time in a lock's queues: its id and wake-up, the
 //! ticket it carries from attempt to attempt, the pause between attempts,
-//! and leaving the queues when it stops waiting (docs/protocol.md §4.8).
+//! and leaving the queues when it stops waiting (docs/protocol.md §4.9).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! Push wake-ups: one subscriber connection per node and client, routing
-//! each wake-up to the `acquire` it names (docs/protocol.md §4.8).
+//! each wake-up to the `acquire` it names (docs/protocol.md §4.9).
 //!
 //! A release hands the lock to the first waiter in the resource's queue
 //! that is still listening, and publishes that waiter's id on its client's
@@ -242,10 +242,10 @@ impl Subscriber {
         else {
             return;
         };
-        if let Some(slot) = lock(&self.registry.waiting).get(&seq) {
-            if slot.handed_by(self.index, self.registry.quorum) {
-                slot.notify.notify_one();
-            }
+        if let Some(slot) = lock(&self.registry.waiting).get(&seq)
+            && slot.handed_by(self.index, self.registry.quorum)
+        {
+            slot.notify.notify_one();
         }
     }
 }

@@ -53,8 +53,7 @@ async fn queue_up(nodes: &[RedisNode], resource: &str, waiters: usize, fair: boo
     for task in tasks {
         task.await.unwrap();
     }
-    let order = order.lock().unwrap().clone();
-    order
+    order.lock().unwrap().clone()
 }
 
 fn queue_len(node: &RedisNode, resource: &str) -> usize {
@@ -106,12 +105,20 @@ async fn each_client_opens_one_subscriber_per_node_once_it_waits() {
             lock.release().await.unwrap();
         }));
     }
-    assert!(wait_until(ms(3_000), || subscribers(&nodes[0]) == 1 && subscribers(&nodes[1]) == 1).await);
+    assert!(
+        wait_until(ms(3_000), || subscribers(&nodes[0]) == 1
+            && subscribers(&nodes[1]) == 1)
+        .await
+    );
     held.release().await.unwrap();
     for wait in waits {
         wait.await.unwrap();
     }
-    assert_eq!((subscribers(&nodes[0]), subscribers(&nodes[1])), (1, 1), "five waiters of one client share its subscribers");
+    assert_eq!(
+        (subscribers(&nodes[0]), subscribers(&nodes[1])),
+        (1, 1),
+        "five waiters of one client share its subscribers"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,7 +141,11 @@ async fn a_lost_wake_up_costs_one_pause_not_the_wait() {
     let lock = lock.expect("the waiter got the lock without its wake-up");
     // Its own next attempt came within one refresh pause (1/3 of the
     // waiter lease), far within its 8 s wait.
-    assert!(released.elapsed() < Duration::from_secs(2), "took {:?}", released.elapsed());
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        released.elapsed()
+    );
     lock.release().await.unwrap();
 }
 
@@ -142,16 +153,28 @@ async fn a_lost_wake_up_costs_one_pause_not_the_wait() {
 async fn a_dead_holders_expiry_hands_on_without_a_release() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     // A holder that died: its key expires in 600 ms and nobody releases it.
-    nodes[0].command(&["SET", &lock_key("expiry"), "0123456789abcdef0123456789abcdef", "PX", "600"]);
+    nodes[0].command(&[
+        "SET",
+        &lock_key("expiry"),
+        "0123456789abcdef0123456789abcdef",
+        "PX",
+        "600",
+    ]);
     let key_set = Instant::now();
     let client = client(&nodes).await;
     let calls_before = script_calls(&nodes[0]);
     let lock = client.acquire("expiry", options(5_000, 5_000)).await.unwrap();
     let granted = key_set.elapsed();
-    assert!(granted >= ms(600), "granted at {granted:?}, before the key expired");
+    assert!(
+        granted >= ms(600),
+        "granted at {granted:?}, before the key expired"
+    );
     // The first in line comes back when the key expires (1 ms later plus
     // a round trip), not after a polling interval; allow a loaded machine's slack.
-    assert!(granted < ms(600 + 250), "granted {granted:?} after the key was set");
+    assert!(
+        granted < ms(600 + 250),
+        "granted {granted:?} after the key was set"
+    );
     let calls = script_calls(&nodes[0]) - calls_before;
     assert!(calls <= 4, "{calls} attempts while waiting 600 ms");
     lock.release().await.unwrap();
@@ -234,12 +257,18 @@ async fn waiters_on_five_nodes_cost_a_few_requests_per_grant() {
         each.push(task.await.unwrap());
     }
     let (fewest, most) = (each.iter().min().unwrap(), each.iter().max().unwrap());
-    assert!(fewest * 3 >= *most, "grants per worker {each:?}: the releasers kept the lock");
+    assert!(
+        fewest * 3 >= *most,
+        "grants per worker {each:?}: the releasers kept the lock"
+    );
     let grants = grants.load(Ordering::Relaxed) as f64;
     let calls: u64 = nodes.iter().map(script_calls).sum::<u64>() - calls_before;
     let per_node = calls as f64 / grants / 5.0;
     let wakes_per_node = nodes.iter().map(wakes).sum::<u64>() as f64 / grants / 5.0;
     assert!(grants >= 100.0, "only {grants} grants in 1.5 s");
     assert!(per_node <= 6.0, "{per_node:.1} requests per node per grant");
-    assert!(wakes_per_node <= 1.5, "{wakes_per_node:.2} wake-ups per node per grant");
+    assert!(
+        wakes_per_node <= 1.5,
+        "{wakes_per_node:.2} wake-ups per node per grant"
+    );
 }

@@ -1,23 +1,146 @@
-"""Independent test-only client of fencelock protocol v2, written from docs/protocol.md alone."""
-import argparse, concurrent.futures as cf, hashlib, random, secrets, sys, time
+"""Independent test-only client of fencelock protocol v3, written from docs/protocol.md alone."""
+import argparse, concurrent.futures as cf, hashlib, itertools, random, secrets, sys, threading, time
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 SOURCES = {  # §3, verbatim; each source starts and ends with a newline
     "ACQUIRE": """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function drop_expired(queue, leases, now)
+  local gone = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 100)
+  if #gone > 0 then
+    redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREM', leases, unpack(gone))
+  end
+end
+
+local lock, queue, leases, waiter = KEYS[1], KEYS[3], KEYS[4], ARGV[3]
+local current = redis.call('GET', lock)
+local free = current == false or (waiter ~= '' and current == 'w:' .. waiter)
+if free and current == false and ARGV[6] == '1' then
+  drop_expired(queue, leases, now_ms())
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  free = head == nil or head == waiter
+end
+if free then
+  redis.call('SET', lock, ARGV[1], 'PX', ARGV[2])
+  if waiter ~= '' and ARGV[4] ~= '0' then
+    redis.call('ZREM', queue, waiter)
+    redis.call('ZREM', leases, waiter)
+  end
   return redis.call('INCR', KEYS[2])
 end
-return 0
+local ticket, position = 0, -1
+local now = now_ms()
+if waiter ~= '' then
+  local asked = tonumber(ARGV[4])
+  ticket = tonumber(redis.call('ZSCORE', queue, waiter))
+  if ticket == nil then
+    local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
+    ticket = math.max((tonumber(last) or 0) + 1, asked)
+    redis.call('ZADD', queue, string.format('%d', ticket), waiter)
+  elseif asked > ticket then
+    ticket = asked
+    redis.call('ZADD', queue, string.format('%d', ticket), waiter)
+  end
+  redis.call('ZADD', leases, string.format('%d', now + ARGV[5]), waiter)
+  redis.call('PEXPIRE', queue, ARGV[5])
+  redis.call('PEXPIRE', leases, ARGV[5])
+  position = redis.call('ZRANK', queue, waiter)
+end
+local retry_in = redis.call('PTTL', lock)
+if retry_in == -2 then
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  local lease_end = head and tonumber(redis.call('ZSCORE', leases, head))
+  retry_in = lease_end and math.max(lease_end - now, 0) or 0
+end
+return {0, retry_in, ticket, position}
 """,
     "RELEASE": """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function drop_expired(queue, leases, now)
+  local gone = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 100)
+  if #gone > 0 then
+    redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREM', leases, unpack(gone))
+  end
+end
+
+local function hand_off(lock, queue, leases, window_ms, counted)
+  drop_expired(queue, leases, now_ms())
+  local prefix = string.match(lock, '^[^{]*')
+  for _ = 1, 8 do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then break end
+    local channel = prefix .. 'wake:' .. string.sub(head, 1, 32)
+    if redis.call('PUBLISH', channel, head .. ' ' .. lock) > 0 or counted == '0' then
+      redis.call('SET', lock, 'w:' .. head, 'PX', window_ms)
+      return
+    end
+    redis.call('ZREM', queue, head)
+    redis.call('ZREM', leases, head)
+  end
+  redis.call('DEL', lock)
+end
+
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  if ARGV[2] == '0' then
+    redis.call('DEL', KEYS[1])
+  else
+    hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+  end
   return 1
 end
 if current == false then return -1 end
+return 0
+""",
+    "LEAVE": """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function drop_expired(queue, leases, now)
+  local gone = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 100)
+  if #gone > 0 then
+    redis.call('ZREM', queue, unpack(gone))
+    redis.call('ZREM', leases, unpack(gone))
+  end
+end
+
+local function hand_off(lock, queue, leases, window_ms, counted)
+  drop_expired(queue, leases, now_ms())
+  local prefix = string.match(lock, '^[^{]*')
+  for _ = 1, 8 do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then break end
+    local channel = prefix .. 'wake:' .. string.sub(head, 1, 32)
+    if redis.call('PUBLISH', channel, head .. ' ' .. lock) > 0 or counted == '0' then
+      redis.call('SET', lock, 'w:' .. head, 'PX', window_ms)
+      return
+    end
+    redis.call('ZREM', queue, head)
+    redis.call('ZREM', leases, head)
+  end
+  redis.call('DEL', lock)
+end
+
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if redis.call('GET', KEYS[1]) == 'w:' .. ARGV[1] then
+  hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+  return 1
+end
 return 0
 """,
     "EXTEND": """
@@ -63,7 +186,8 @@ return fields
 """,
 }
 SHAS = {  # §3, as printed; checked against the sources at import time
-    "ACQUIRE": "cbde47ee5743b6d63bae76997343df52018ca515", "RELEASE": "076564cedbbec8e0e6ae0ddcbfb84c55b20e9f87",
+    "ACQUIRE": "585f70ed3f34f900f3175f17159a2572d1281d0c", "RELEASE": "5c42d9596834b9b8b0eb62ee5d220b756c6d7a87",
+    "LEAVE": "bc238c92905275bfcee4f483ba5a4321ae7c2c96",
     "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
 }
@@ -86,6 +210,10 @@ MAX_TOKEN = 2**53 - 1  # §2.2: a larger ACQUIRE reply is a failure of that node
 
 def _is_int(r, *allowed):
     return type(r) is int and (r in allowed if allowed else 1 <= r <= MAX_TOKEN)
+
+
+def _refused(r):  # §3.1: [0, retry_in, ticket, position]
+    return isinstance(r, list) and len(r) == 4 and r[0] == 0
 
 
 def _check_ttl(ttl_ms):
@@ -152,7 +280,8 @@ class ProtocolLock:
         if self.released:
             return False
         self.released, c = True, self._c
-        res = c._quorum("RELEASE", [c.lock_key(self.resource)], [self._token], lambda v: v == 1)
+        res = c._quorum("RELEASE", c.waiter_keys(self.resource), [self._token, c.WINDOW_MS, "1"],
+                        lambda v: v == 1)
         return not self.lost and sum(_is_int(r, 1) for r in res) >= c.q
 
 
@@ -166,8 +295,12 @@ class ProtocolClient:
         self.base_delay, self.max_delay = base_delay_ms / 1000, max_delay_ms / 1000
         self.nodes = [_Node(u, self.timeout) for u in nodes]
         self.n, self.q = len(self.nodes), len(self.nodes) // 2 + 1
+        self.client_id, self._seq = secrets.token_hex(16), itertools.count(1)  # §2.2
+        self._wake_lock, self._waiting, self._subscribers = threading.Lock(), {}, []
 
     def close(self):
+        for sub in self._subscribers:
+            sub.stop()
         for nd in self.nodes:
             nd.pool.shutdown(wait=True)
             nd.client.close()
@@ -179,6 +312,32 @@ class ProtocolClient:
 
     def counter_key(self, resource):
         return self.lock_key(resource) + ":fence"
+
+    def waiter_keys(self, resource):  # §2.1: the keys RELEASE and LEAVE take
+        lk = self.lock_key(resource)
+        return [lk, lk + ":queue", lk + ":leases"]
+
+    # §4.9: one subscription per node, started when the client first waits; a waiter is woken
+    # once a quorum of nodes handed it the lock since its last attempt.
+    WINDOW_MS, LEASE_MS = "200", 1000
+
+    def _listen(self):
+        with self._wake_lock:
+            if self._subscribers:
+                return
+            for i, nd in enumerate(self.nodes):
+                ps = nd.client.pubsub(ignore_subscribe_messages=True)
+                ps.subscribe(**{f"{self.prefix}wake:{self.client_id}": lambda m, i=i: self._woken(i, m)})
+                self._subscribers.append(ps.run_in_thread(sleep_time=0.05, daemon=True))
+
+    def _woken(self, node, message):
+        waiter = message["data"].decode().split(" ", 1)[0]
+        with self._wake_lock:
+            slot = self._waiting.get(waiter)
+            if slot is not None:
+                slot[0].add(node)
+                if len(slot[0]) >= self.q:
+                    slot[1].set()
 
     def margin(self, ttl_ms):  # §4.1, in ms
         return ttl_ms * self.drift + 2
@@ -202,27 +361,29 @@ class ProtocolClient:
                     other += 1
         return res
 
-    def _undo(self, resource, token, res):  # §4.2 Undo: every node but those that replied exactly 0
+    def _undo(self, resource, token, res):  # §4.2 Undo: every node but those that refused; wakes nobody
         for i, r in enumerate(res):
-            if not _is_int(r, 0):
-                self.nodes[i].submit("RELEASE", [self.lock_key(resource)], [token])
+            if not _refused(r):
+                self.nodes[i].submit("RELEASE", self.waiter_keys(resource), [token, "0", "1"])
 
     @staticmethod
     def _fail_kind(res):  # §4.2 step 3
-        bad = [r for r in res if r is not PENDING and not _is_int(r, 0) and not _is_int(r)]
-        zeros = sum(_is_int(r, 0) for r in res)
+        bad = [r for r in res if r is not PENDING and not _refused(r) and not _is_int(r)]
+        zeros = sum(_refused(r) for r in res)
         if zeros >= 1 and zeros >= len(bad):
             return "not_acquired"
         return "auth" if bad and all(isinstance(r, AUTH_ERRORS) for r in bad) else "unavailable"
 
-    def _attempt(self, resource, ttl_ms):  # §4.2
+    def _attempt(self, resource, ttl_ms, waiter="", ticket=0, fair=False):  # §4.2
         token, lk, ck = secrets.token_hex(16), self.lock_key(resource), self.counter_key(resource)
+        keys = [lk, ck, lk + ":queue", lk + ":leases"]
         sent = time.monotonic()
-        res = self._quorum("ACQUIRE", [lk, ck], [token, str(ttl_ms)], _is_int)
+        args = [token, str(ttl_ms), waiter, str(ticket), str(self.LEASE_MS), "1" if fair else "0"]
+        res = self._quorum("ACQUIRE", keys, args, _is_int)
         grants = [r for r in res if _is_int(r)]
         if len(grants) < self.q:
             self._undo(resource, token, res)
-            return None, self._fail_kind(res)
+            return None, (self._fail_kind(res), [r for r in res if _refused(r)])
         fence = max(grants)  # §4.4: single-node, the one grant; Redlock, the max, raised unless q report it
         if self.n > 1 and grants.count(fence) < self.q:
             # Only a node that granted vouches: it reported the token or confirmed the raise.
@@ -230,29 +391,63 @@ class ProtocolClient:
             vouching = sum(_is_int(g) and (g == fence or _is_int(r, 0, 1)) for g, r in zip(res, raised))
             if vouching < self.q:
                 self._undo(resource, token, res)
-                return None, "unavailable"
+                return None, ("unavailable", [])
         valid_until = sent + (ttl_ms - self.margin(ttl_ms)) / 1000
         if valid_until - time.monotonic() <= 0:
             self._undo(resource, token, res)
-            return None, "unavailable"
+            return None, ("unavailable", [])
         bases = [(sent, ttl_ms) if _is_int(r) else None for r in res]
         return ProtocolLock(self, resource, token, fence, ttl_ms, bases), None
 
-    def acquire(self, resource, ttl_ms=30000, wait_ms=10000):  # §4.3; None = not_acquired/timeout
+    def acquire(self, resource, ttl_ms=30000, wait_ms=10000, fair=False):  # §4.3, §4.9; None = timeout
         _check_ttl(ttl_ms)
         self.lock_key(resource)
-        deadline, n = time.monotonic() + wait_ms / 1000, 0
-        while True:
-            lock, kind = self._attempt(resource, ttl_ms)
-            if lock is not None:
-                return lock
-            if kind not in ("not_acquired", "unavailable"):
-                raise ProtocolError(kind)
-            left = deadline - time.monotonic()
-            if wait_ms == 0 or left <= 0:
-                return None
-            time.sleep(min(random.uniform(0, min(self.max_delay, self.base_delay * 2 ** n)), left))
-            n += 1
+        if wait_ms == 0:
+            lock, failure = self._attempt(resource, ttl_ms, fair=fair)
+            if lock is None and failure[0] not in ("not_acquired", "unavailable"):
+                raise ProtocolError(failure[0])
+            return lock
+        self._listen()
+        waiter, woken, ticket, n = f"{self.client_id}:{next(self._seq)}", threading.Event(), 0, 0
+        with self._wake_lock:
+            self._waiting[waiter] = (set(), woken)
+        deadline, lock, evened = time.monotonic() + wait_ms / 1000, None, False
+        try:
+            while True:
+                with self._wake_lock:
+                    self._waiting[waiter][0].clear()
+                    woken.clear()
+                lock, failure = self._attempt(resource, ttl_ms, waiter, ticket, fair)
+                if lock is not None:
+                    return lock
+                kind, refusals = failure
+                if kind not in ("not_acquired", "unavailable"):
+                    raise ProtocolError(kind)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                queued = [r for r in refusals if r[3] >= 0]
+                tickets = {r[2] for r in queued}
+                ticket = max([ticket, 1, *tickets])
+                if kind == "unavailable" or not queued:
+                    pause = random.uniform(0, min(self.max_delay, self.base_delay * 2 ** n))
+                elif len(tickets) > 1 and not evened:
+                    pause, evened = 0.0, True  # even out the tickets at once, once
+                else:
+                    evened, position = False, min(r[3] for r in queued)
+                    expiries = [r[1] for r in queued if r[1] >= 0]
+                    at_expiry = (min(expiries) + 1) / 1000 if expiries else None
+                    if position <= 1 and at_expiry is not None and at_expiry <= 2 * self.LEASE_MS / 3000:
+                        pause = at_expiry
+                    else:
+                        pause = random.uniform(self.LEASE_MS / 6000, self.LEASE_MS / 3000)
+                woken.wait(min(pause, left))
+                n += 1
+        finally:
+            with self._wake_lock:
+                del self._waiting[waiter]
+            for nd in self.nodes:  # leave every queue that may still hold it (§4.9, Leases)
+                nd.submit("LEAVE", self.waiter_keys(resource), [waiter, self.WINDOW_MS, "1"])
 
     def fenced_set(self, key, value, token, holder=0):  # §3.5/§4.8, first node only; False = stale_token
         if key.startswith(self.prefix + "{"):
