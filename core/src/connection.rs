@@ -111,7 +111,7 @@ impl Factory {
                 let (mut conn, driver) = direct.open().await?;
                 // On this runtime: a caller's connection dies with it.
                 tokio::spawn(watched(driver, ended));
-                let persistence = preload(&mut conn).await;
+                let persistence = preload(&mut conn).await?;
                 Ok((Connection::Standalone(conn), persistence))
             }
             Factory::Cluster { cluster, .. } => Ok((
@@ -189,19 +189,32 @@ impl Direct {
 /// In one round trip: loads every script, so the first calls need no
 /// `NOSCRIPT` fallback (best effort: a user without `SCRIPT LOAD` rights
 /// still works through the `EVAL` fallback), and asks whether the node runs
-/// AOF (see [`crate::persistence`]).
-async fn preload(conn: &mut MultiplexedConnection) -> Persistence {
+/// AOF (see [`crate::persistence`]). A node that wants `AUTH` first fails
+/// the connection here: a later request longer than ten words would only
+/// get a protocol error from it ("unauthenticated multibulk length"), which
+/// says less.
+async fn preload(conn: &mut MultiplexedConnection) -> RedisResult<Persistence> {
     let mut pipe = pipeline();
     for script in crate::scripts::all() {
         pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
     }
     pipe.add_command(persistence::question());
     let replies: RedisResult<Vec<RedisResult<Value>>> = pipe.query_async(conn).await;
-    match replies.map(|mut replies| replies.pop()) {
-        Ok(Some(reply)) => persistence::answer(reply),
-        Ok(None) => Persistence::Unknown("no reply to CONFIG GET".to_owned()),
-        Err(err) => Persistence::Unknown(format!("CONFIG GET failed: {err}")),
+    let mut replies = match replies {
+        Ok(replies) => replies,
+        Err(err) => return Ok(Persistence::Unknown(format!("CONFIG GET failed: {err}"))),
+    };
+    if let Some(refused) = replies
+        .iter()
+        .filter_map(|reply| server_error_as_err(reply.clone()).err())
+        .find(|err| err.code() == Some("NOAUTH"))
+    {
+        return Err(refused);
     }
+    Ok(match replies.pop() {
+        Some(reply) => persistence::answer(reply),
+        None => Persistence::Unknown("no reply to CONFIG GET".to_owned()),
+    })
 }
 
 #[derive(Clone)]

@@ -242,6 +242,7 @@ async fn acl_user_with_only_the_documented_commands_works() {
         "~fencelock:*",
         "~data:*",
         "resetchannels",
+        "&fencelock:wake:*",
         "-@all",
         "+evalsha",
         "+eval",
@@ -252,6 +253,15 @@ async fn acl_user_with_only_the_documented_commands_works() {
         "+incr",
         "+pttl",
         "+exists",
+        "+time",
+        "+zadd",
+        "+zrem",
+        "+zscore",
+        "+zrank",
+        "+zrange",
+        "+zrangebyscore",
+        "+publish",
+        "+subscribe",
         "+hget",
         "+hset",
         "+hmget",
@@ -274,7 +284,20 @@ async fn acl_user_with_only_the_documented_commands_works() {
     good.fenced_set("data:acl", "1", lock.fencing_token())
         .await
         .unwrap();
+    // A waiter queues up, subscribes and is handed the lock by the release.
+    let waiter = {
+        let good = good.clone();
+        tokio::spawn(async move { good.acquire("acl", LockOptions::new(ms(1000)).wait(ms(5000))).await })
+    };
+    tokio::time::sleep(ms(200)).await;
+    let subscribed = match nodes[0].command(&["CLIENT", "LIST", "TYPE", "pubsub"]) {
+        redis::Value::BulkString(text) => String::from_utf8(text).unwrap(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("unexpected CLIENT LIST reply {other:?}"),
+    };
+    assert!(subscribed.contains("user=locker"), "the waiter could not subscribe: {subscribed:?}");
     lock.release().await.unwrap();
+    waiter.await.unwrap().unwrap().release().await.unwrap();
     let err = builder(&nodes)
         .username("locker")
         .password("wrong-pw")
