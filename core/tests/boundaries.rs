@@ -287,7 +287,10 @@ async fn acl_user_with_only_the_documented_commands_works() {
     // A waiter queues up, subscribes and is handed the lock by the release.
     let waiter = {
         let good = good.clone();
-        tokio::spawn(async move { good.acquire("acl", LockOptions::new(ms(1000)).wait(ms(5000))).await })
+        tokio::spawn(async move {
+            good.acquire("acl", LockOptions::new(ms(1000)).wait(ms(5000)))
+                .await
+        })
     };
     tokio::time::sleep(ms(200)).await;
     let subscribed = match nodes[0].command(&["CLIENT", "LIST", "TYPE", "pubsub"]) {
@@ -295,7 +298,10 @@ async fn acl_user_with_only_the_documented_commands_works() {
         redis::Value::VerbatimString { text, .. } => text,
         other => panic!("unexpected CLIENT LIST reply {other:?}"),
     };
-    assert!(subscribed.contains("user=locker"), "the waiter could not subscribe: {subscribed:?}");
+    assert!(
+        subscribed.contains("user=locker"),
+        "the waiter could not subscribe: {subscribed:?}"
+    );
     lock.release().await.unwrap();
     waiter.await.unwrap().unwrap().release().await.unwrap();
     let err = builder(&nodes)
