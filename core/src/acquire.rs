@@ -33,8 +33,8 @@ struct Grant {
     valid_until: Instant,
     /// The acquire requests still on their way to the slower nodes.
     stragglers: Option<JoinHandle<()>>,
-    /// Bit `i` set: node `i` granted (and took the waiter out of its queue).
-    granted: u128,
+    /// What the nodes that refused said of the waiter's place.
+    place: Place,
 }
 
 /// A failed attempt: its error, and what the nodes said of the waiter's
@@ -87,7 +87,7 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, resource: String, options
         match outcome {
             Ok(grant) => {
                 if let Some(waiter) = &mut waiter {
-                    waiter.granted(grant.granted);
+                    waiter.granted(&grant.place);
                 }
                 tracing::debug!(resource = %resource, fencing_token = grant.fencing_token, attempts = retry + 1, "lock acquired");
                 return Ok(hand_out(&client, keys, grant, &options));
@@ -176,6 +176,7 @@ async fn attempt(
         )
         .await;
     cleanup.skip_refusals(&replies);
+    let place = Place::from_replies(&replies);
     let counters: Vec<Option<u64>> = replies.iter().map(|r| r.as_ref().and_then(granted)).collect();
     let quorum = nodes.quorum();
     let fencing_token = match FencingToken::from_grants(&counters) {
@@ -183,7 +184,7 @@ async fn attempt(
         _ => {
             return Err(Refused {
                 error: refusal(nodes, &replies, resource),
-                place: Place::from_replies(&replies),
+                place,
             });
         }
     };
@@ -204,7 +205,9 @@ async fn attempt(
         ));
     }
     let Some(valid_until) = nodes.valid_until(sent, ttl) else {
-        return Err(Refused::from(Error::new(
+        return Err(Refused {
+            place,
+            error: Error::new(
             ErrorKind::Unavailable,
             format!(
                 "lock '{resource}' was granted too slowly: {:?} of its {ttl:?} ttl had passed, leaving no validity; \
@@ -212,27 +215,30 @@ async fn attempt(
                 sent.elapsed()
             ),
         )
-        .with_resource(resource)));
+        .with_resource(resource),
+        });
     };
     cleanup.disarm();
     drop(cleanup);
     let leases = Leases::granted(counters.iter().map(Option::is_some), sent, ttl);
-    let granted = counters
-        .iter()
-        .enumerate()
-        .take(128)
-        .filter(|(_, counter)| counter.is_some())
-        .fold(0u128, |mask, (i, _)| mask | 1 << i);
+    // Granted: the nodes that had not answered get the lock too, so it
+    // survives more node failures than the bare majority would; one that
+    // refused queued the waiter, which then leaves it.
+    let stragglers = match entry.waiter {
+        Some(waiter) => stragglers.finish_each(
+            || (),
+            queue::leave_where_late_refused(nodes.clone(), keys.lock().to_owned(), waiter.to_owned()),
+        ),
+        None => stragglers.finish_in_background(),
+    };
     Ok(Grant {
-        granted,
+        place,
         token,
         fencing_token: fencing_token.value(),
         holder: new_holder_id()?,
         leases,
         valid_until,
-        // Granted: the nodes that had not answered get the lock too, so it
-        // survives more node failures than the bare majority would.
-        stragglers: stragglers.finish_in_background(),
+        stragglers,
     })
 }
 

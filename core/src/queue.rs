@@ -96,8 +96,10 @@ pub(crate) struct Place {
     pub(crate) retry_in: Option<Duration>,
     /// Bit `i` set: node `i` has the waiter in its queue.
     pub(crate) queued: u128,
-    /// Bit `i` set: node `i` failed or did not answer, and may have queued it.
-    pub(crate) unknown: u128,
+    /// Bit `i` set: node `i` failed, and may have queued it.
+    pub(crate) failed: u128,
+    /// Bit `i` set: node `i` had not answered when the attempt was decided.
+    pub(crate) pending: u128,
 }
 
 impl Place {
@@ -108,8 +110,12 @@ impl Place {
         for (i, reply) in replies.iter().enumerate().take(128) {
             let value = match reply {
                 Some(Ok(value)) => value,
-                Some(Err(_)) | None => {
-                    place.unknown |= 1 << i;
+                Some(Err(_)) => {
+                    place.failed |= 1 << i;
+                    continue;
+                }
+                None => {
+                    place.pending |= 1 << i;
                     continue;
                 }
             };
@@ -194,6 +200,26 @@ pub(crate) fn release_in_background(
     nodes.everywhere_in_background(&scripts::RELEASE, keys, args, patience, only);
 }
 
+/// For the acquire requests still on their way when `waiter` was granted
+/// the lock: each node that queues it after all (it refused, or failed and
+/// may have) gets a LEAVE. Nodes that answered in time are the
+/// [`crate::waiter::Waiter`]'s to leave.
+pub(crate) fn leave_where_late_refused(
+    nodes: Arc<NodeSet>,
+    lock_key: String,
+    waiter: String,
+) -> impl FnMut((usize, Reply)) + Send + 'static {
+    move |(i, reply)| {
+        let queued = match &reply {
+            Ok(value) => Refusal::read(value).is_some_and(|refusal| refusal.position.is_some()),
+            Err(_) => true,
+        };
+        if queued {
+            leave_in_background(&nodes, &lock_key, &waiter, move |j| j == i);
+        }
+    }
+}
+
 /// Takes `waiter` out of `lock_key`'s queue on the nodes `only` selects, in
 /// the background, passing on a hand-off reserved for it.
 pub(crate) fn leave_in_background(
@@ -245,8 +271,8 @@ mod tests {
         assert_eq!(place.retry_in, Some(Duration::from_millis(25)));
         assert_eq!(place.queued, 0b101);
         assert_eq!(
-            place.unknown, 0b1000,
-            "a node that did not answer may have queued it"
+            place.pending, 0b1000,
+            "a node that did not answer may still queue it"
         );
     }
 

@@ -82,12 +82,23 @@ where
         self,
         hold: impl FnOnce() -> G,
     ) -> Option<tokio::task::JoinHandle<()>> {
+        self.finish_each(hold, drop)
+    }
+
+    /// [`Stragglers::finish_holding`], telling `on_reply` each reply as it comes.
+    pub(crate) fn finish_each<G: Send + 'static>(
+        self,
+        hold: impl FnOnce() -> G,
+        mut on_reply: impl FnMut(F::Output) + Send + 'static,
+    ) -> Option<tokio::task::JoinHandle<()>> {
         let mut pending = self.0.filter(|pending| !pending.is_empty())?;
         let runtime = tokio::runtime::Handle::try_current().ok()?;
         let guard = hold();
         Some(runtime.spawn(async move {
             let _guard = guard;
-            while pending.next().await.is_some() {}
+            while let Some(reply) = pending.next().await {
+                on_reply(reply);
+            }
         }))
     }
 }

@@ -54,7 +54,8 @@ impl Waiter {
 
     /// Takes in what a refused attempt's nodes said.
     pub(crate) fn refused(&mut self, place: Place) {
-        self.entered = place.queued | place.unknown;
+        self.client.wakeups.listen();
+        self.entered = place.queued | place.failed | place.pending;
         self.place = Place {
             // At least 1 from now on: ticket 0 tells a node this waiter
             // never asked to enter its queue, and a node whose reply was
@@ -64,9 +65,11 @@ impl Waiter {
         };
     }
 
-    /// The nodes that granted the lock took this waiter out of their queue.
-    pub(crate) fn granted(&mut self, granted: u128) {
-        self.entered &= !granted;
+    /// The lock was granted: the nodes that granted took this waiter out of
+    /// their queue, and those still on their way are left as they answer
+    /// ([`crate::queue::leave_where_late_refused`]); the rest may queue it.
+    pub(crate) fn granted(&mut self, place: &Place) {
+        self.entered = place.queued | place.failed;
     }
 
     /// How long to pause before the next attempt, or `None` to fall back

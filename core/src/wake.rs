@@ -130,9 +130,9 @@ impl Wakeups {
         })
     }
 
-    /// A new waiter id with its own wake-up, listening from now on.
+    /// A new waiter id with its own wake-up. Cheap: an `acquire` that is
+    /// granted at once never needs more.
     pub(crate) fn register(&self) -> Registration {
-        self.listen();
         let seq = self.registry.next.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(WakeSlot::default());
         lock(&self.registry.waiting).insert(seq, slot.clone());
@@ -161,8 +161,10 @@ impl Wakeups {
         self.registry.started_listening.notified().await;
     }
 
-    /// Starts one subscriber per node on the internal runtime, once.
-    fn listen(&self) {
+    /// Starts one subscriber per node on the internal runtime, once: when
+    /// a waiter is first refused, so a client that never waits opens no
+    /// extra connection.
+    pub(crate) fn listen(&self) {
         self.listeners.get_or_init(|| {
             let Ok(runtime) = crate::runtime::handle() else {
                 return Vec::new();
@@ -229,9 +231,9 @@ impl Subscriber {
     /// queue that may still hold it when it stopped ([`crate::waiter`]),
     /// and that leave passes on a hand-off reserved for it.
     fn route(&self, payload: &[u8]) {
-        let Some((waiter, _lock_key)) = std::str::from_utf8(payload)
+        let Some(waiter) = std::str::from_utf8(payload)
             .ok()
-            .and_then(|text| text.split_once(' '))
+            .and_then(|text| text.split(' ').next())
         else {
             return;
         };

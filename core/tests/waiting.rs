@@ -96,6 +96,13 @@ async fn each_client_opens_one_subscriber_per_node_once_it_waits() {
     };
     let (a, b) = (client(&nodes).await, client(&nodes).await);
     let held = a.acquire("subs", options(5_000, 0)).await.unwrap();
+    // Granted at once, an acquire that could have waited does not subscribe either.
+    b.acquire("free", options(5_000, 5_000))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     assert_eq!(subscribers(&nodes[0]), 0, "a client that never waited subscribed");
     let mut waits = Vec::new();
     for _ in 0..5 {
@@ -224,6 +231,36 @@ async fn fair_mode_admits_no_newcomer_ahead_of_a_waiter() {
     // A default acquisition may take a lock that is free when it asks.
     let lock = client.acquire("nobarge", options(5_000, 0)).await.unwrap();
     lock.release().await.unwrap();
+}
+
+/// An acquire granted at once costs each node one request, and its release
+/// one more: nothing is sent in the background to leave queues it never
+/// entered, though it could have waited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_acquire_costs_one_request_per_node() {
+    let nodes = RedisNode::start_many(5, &NodeOptions::default());
+    let client = client(&nodes).await;
+    // A first cycle: connections and script caches settle.
+    let lock = client.acquire("free", options(5_000, 5_000)).await.unwrap();
+    lock.release().await.unwrap();
+    tokio::time::sleep(ms(200)).await;
+    let before: Vec<u64> = nodes.iter().map(script_calls).collect();
+    for _ in 0..20 {
+        let lock = client.acquire("free", options(5_000, 5_000)).await.unwrap();
+        lock.release().await.unwrap();
+    }
+    // Late requests land within a round trip; wait for them before counting.
+    tokio::time::sleep(ms(200)).await;
+    let calls: Vec<u64> = nodes
+        .iter()
+        .zip(&before)
+        .map(|(node, before)| script_calls(node) - before)
+        .collect();
+    assert_eq!(
+        calls,
+        vec![40; 5],
+        "script calls per node for 20 acquire+release cycles"
+    );
 }
 
 /// Herd-free and fair in Redlock mode: with every worker cycling on one
