@@ -1075,6 +1075,17 @@ fencelock_status fencelock_lock_options_set_max_renewals(struct fencelock_lock_o
                                                          uint32_t max_renewals);
 
 /**
+ * Turns fair (FIFO) waiting on or off (default off). Fair: the acquire
+ * never takes the lock ahead of an earlier waiter, even when the lock is
+ * free at the moment it asks. Off: waiters are still woken in arrival
+ * order, but a newcomer may take a lock that is free (docs/protocol.md §4.9).
+ *
+ * # Safety
+ * `options` is NULL or live.
+ */
+fencelock_status fencelock_lock_options_set_fair(struct fencelock_lock_options *options, bool fair);
+
+/**
  * Starts taking the lock on `resource` (as [`crate::fencelock_acquire`],
  * `wait_ms` 0 for one attempt) and returns at once; `callback` gets the
  * outcome exactly once, on fencelock's callback thread, possibly before this

@@ -45,6 +45,12 @@ export interface TryAcquireOptions {
   maxHold?: number
   /** Stop auto-renewal after this many renewals. */
   maxRenewals?: number
+  /**
+   * Fair (FIFO) waiting: never take the lock ahead of an earlier waiter, even
+   * when it is free at the moment this asks (default false: waiters are still
+   * woken in arrival order, but a newcomer may take a free lock).
+   */
+  fair?: boolean
 }
 
 /** Options of one `acquire` / `using`. */

@@ -172,6 +172,8 @@ export interface LockOptions {
   maxHoldMs?: number
   /** Stop renewing after this many renewals. */
   maxRenewals?: number
+  /** Fair (FIFO) waiting: never take the lock ahead of an earlier waiter. */
+  fair?: boolean
 }
 
 /** Releases the lock on every node and stops renewal and the loss watcher. */

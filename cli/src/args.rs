@@ -198,6 +198,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = duration)]
     pub wait: Duration,
 
+    /// Wait in line: never take the lock ahead of an earlier waiter, even when it is free
+    /// at the moment fencelock asks (without it, waiters are still woken in arrival order,
+    /// but a newcomer may take a free lock).
+    #[arg(long)]
+    pub fair: bool,
+
     /// After the lock is lost: how long CMD has between SIGTERM and SIGKILL.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub grace: Duration,

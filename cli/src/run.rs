@@ -66,7 +66,7 @@ async fn wait_for_lock(
     signals: &mut Signals,
     early: &mut Vec<Signal>,
 ) -> Result<Lock, ExitCode> {
-    let options = LockOptions::new(args.ttl).wait(args.wait);
+    let options = LockOptions::new(args.ttl).wait(args.wait).fair(args.fair);
     let acquire = client.acquire(&args.resource, options);
     tokio::pin!(acquire);
     let acquired = loop {
@@ -89,7 +89,9 @@ async fn wait_for_lock(
     };
     acquired.map_err(|e| {
         let hint = match e.kind() {
-            ErrorKind::NotAcquired | ErrorKind::Timeout => "; another owner holds it (try a longer --wait)",
+            ErrorKind::NotAcquired | ErrorKind::Timeout => {
+                "; another owner holds it or a waiter is ahead in line (try a longer --wait)"
+            }
             _ => "",
         };
         eprintln!("fencelock: {e}{hint}");

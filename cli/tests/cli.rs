@@ -373,6 +373,64 @@ fn signals_are_forwarded_and_the_lock_released_after_the_command_exits() {
 }
 
 /// How many scripts the node has run: every acquire attempt is one.
+fn queue_length(node: &RedisNode, resource: &str) -> i64 {
+    match node.command(&["ZCARD", &format!("fencelock:{{{resource}}}:queue")]) {
+        redis::Value::Int(n) => n,
+        other => panic!("unexpected ZCARD reply {other:?}"),
+    }
+}
+
+/// `run --fair`: runs wait in line in order of arrival, and a fair run does
+/// not take a free lock while a live waiter is ahead of it.
+#[test]
+fn fair_runs_wait_in_line() {
+    let nodes = start_nodes(1);
+    let held = hold(&nodes, "fair-line");
+    let resource = held.resource().to_owned();
+    let log = std::env::temp_dir().join(format!("fencelock-cli-fair-{}", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let runs: Vec<Child> = ["first", "second", "third"]
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let script = format!("echo {name} >> {}", log.display());
+            let args = [
+                "run", "--fair", "--wait", "20s", &resource, "--", "sh", "-c", &script,
+            ];
+            let run = spawn(&mut fencelock(&nodes, &args));
+            let queued = common::eventually(Duration::from_secs(20), || {
+                queue_length(&nodes[0], &resource) == i as i64 + 1
+            });
+            assert!(queued, "run {name} never got in line");
+            run
+        })
+        .collect();
+    held.release().unwrap();
+    for run in runs {
+        let out = finish(run);
+        assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    }
+    let order = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(order, "first\nsecond\nthird\n");
+
+    // A live waiter ahead in line (a long lease): the lock is free, yet a
+    // fair run is refused and a default one runs.
+    let waiter = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee:1";
+    nodes[0].command(&["ZADD", &format!("fencelock:{{{resource}}}:queue"), "1", waiter]);
+    let leases = format!("fencelock:{{{resource}}}:leases");
+    nodes[0].command(&["ZADD", &leases, "99999999999999", waiter]);
+    let refused = output(&nodes, &["run", "--fair", &resource, "--", "true"]);
+    assert_eq!(code(&refused), 75, "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("ahead in line"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let barged = output(&nodes, &["run", &resource, "--", "true"]);
+    assert_eq!(code(&barged), 0, "{}", text(&barged.stderr));
+}
+
 fn acquire_attempts(node: &RedisNode) -> u64 {
     let redis::Value::BulkString(info) = node.command(&["INFO", "commandstats"]) else {
         panic!("INFO commandstats");

@@ -284,7 +284,10 @@ fn refusal(nodes: &NodeSet, replies: &[Option<Reply>], resource: &str) -> Error 
     let (kind, message) = if held > 0 && held >= failures {
         (
             ErrorKind::NotAcquired,
-            format!("lock '{resource}' is held by another owner ({held} of {total} nodes said so)"),
+            format!(
+                "lock '{resource}' is held by another owner or kept for a waiter ahead in line \
+                 ({held} of {total} nodes said so)"
+            ),
         )
     } else {
         (

@@ -1,5 +1,5 @@
 //! `fencelock_lock_options`: what one acquire asks for beyond ttl and wait
-//! (auto-renew, a cap on the total hold, a cap on renewals).
+//! (auto-renew, a cap on the total hold, a cap on renewals, fair waiting).
 
 use fencelock::LockOptions;
 
@@ -126,4 +126,20 @@ pub unsafe extern "C" fn fencelock_lock_options_set_max_renewals(
 ) -> fencelock_status {
     // SAFETY: per the contract.
     unsafe { update(options, |o| o.max_renewals(max_renewals)) }
+}
+
+/// Turns fair (FIFO) waiting on or off (default off). Fair: the acquire
+/// never takes the lock ahead of an earlier waiter, even when the lock is
+/// free at the moment it asks. Off: waiters are still woken in arrival
+/// order, but a newcomer may take a lock that is free (docs/protocol.md §4.9).
+///
+/// # Safety
+/// `options` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lock_options_set_fair(
+    options: *mut fencelock_lock_options,
+    fair: bool,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe { update(options, |o| o.fair(fair)) }
 }

@@ -48,6 +48,7 @@ int main(int argc, char **argv) {
       TEST(test_client_lifecycle_with_options),
       TEST(test_acquire_extend_release),
       TEST(test_lock_options),
+      TEST(test_fair_option),
       TEST(test_contention_in_one_process),
       TEST(test_contention_across_processes),
       TEST(test_fencing_tokens_and_fenced_writes),

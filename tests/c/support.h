@@ -98,6 +98,7 @@ void test_bad_lock_arguments(void);
 
 /* test_lock.c */
 void test_lock_options(void);
+void test_fair_option(void);
 void test_acquire_extend_release(void);
 void test_contention_in_one_process(void);
 void test_contention_across_processes(void);

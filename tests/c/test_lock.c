@@ -283,6 +283,39 @@ static fencelock_lock *take_with(fencelock_client *client, const char *name, con
   return lock;
 }
 
+/* Fair waiting: with a live waiter first in line, a fair acquire is refused
+ * even though the lock is free, and one without `fair` takes it. */
+void test_fair_option(void) {
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
+  const char *resource = unique("fair");
+  char command[256];
+  /* A waiter with a long lease, as a live waiter between two attempts looks. */
+  snprintf(command, sizeof command, "ZADD fencelock:{%s}:queue 1 eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee:1", resource);
+  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+  snprintf(command, sizeof command, "ZADD fencelock:{%s}:leases 99999999999999 eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee:1",
+           resource);
+  CHECK(strcmp(redis(&single, 0, command), "1") == 0);
+  fencelock_lock_options *options = NULL;
+  CHECK_STATUS(fencelock_lock_options_new(5000, &options), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_options_set_wait_ms(options, 0), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_options_set_fair(options, true), FENCELOCK_STATUS_OK);
+  fencelock_lock *lock = NULL;
+  CHECK_STATUS(fencelock_acquire_with(client, resource, options, &lock, NULL), FENCELOCK_STATUS_NOT_ACQUIRED);
+  CHECK(lock == NULL);
+  CHECK(strcmp(on_lock_key(&single, "EXISTS", resource), "0") == 0);
+  CHECK_STATUS(fencelock_lock_options_set_fair(options, false), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_acquire_with(client, resource, options, &lock, NULL), FENCELOCK_STATUS_OK);
+  CHECK(lock != NULL);
+  CHECK_STATUS(fencelock_lock_options_set_fair(NULL, true), FENCELOCK_STATUS_NULL_ARGUMENT);
+  fencelock_lock_options_free(options);
+  if (lock != NULL) {
+    CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+    fencelock_lock_free(lock);
+  }
+  fencelock_client_free(client);
+}
+
 /* Per-lock options: auto-renew off, a renewal cap and a hold cap each let a
  * 300 ms lease run out while the lock with defaults keeps being renewed. */
 void test_lock_options(void) {

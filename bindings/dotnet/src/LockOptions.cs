@@ -4,7 +4,7 @@ namespace FenceLock
 {
     /// <summary>
     /// What one acquire asks for (<see cref="FenceLockClient.AcquireAsync(string, LockOptions, System.Threading.CancellationToken)"/>):
-    /// the lease, and optionally the wait, auto-renewal and caps on renewal.
+    /// the lease, and optionally the wait, auto-renewal, caps on renewal and fair waiting.
     /// Unset properties take the client's defaults (<see cref="FenceLockOptions"/>).
     /// </summary>
     public sealed class LockOptions
@@ -32,5 +32,10 @@ namespace FenceLock
 
         /// <summary>Stop renewing after this many renewals (null: no cap).</summary>
         public uint? MaxRenewals { get; set; }
+
+        /// <summary>Fair (FIFO) waiting: never take the lock ahead of an earlier waiter, even when it is free
+        /// at the moment this asks. False (the default): waiters are still woken in arrival order, but a
+        /// newcomer may take a free lock.</summary>
+        public bool Fair { get; set; }
     }
 }

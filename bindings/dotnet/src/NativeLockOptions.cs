@@ -31,6 +31,7 @@ namespace FenceLock
                 if (maxHoldMs.HasValue) Check(NativeMethods.fencelock_lock_options_set_max_hold_ms(native, maxHoldMs.Value));
                 if (options.MaxRenewals.HasValue)
                     Check(NativeMethods.fencelock_lock_options_set_max_renewals(native, options.MaxRenewals.Value));
+                if (options.Fair) Check(NativeMethods.fencelock_lock_options_set_fair(native, true));
                 return native;
             }
             catch

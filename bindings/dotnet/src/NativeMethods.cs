@@ -104,6 +104,10 @@ namespace FenceLock
         internal static extern int fencelock_lock_options_set_max_renewals(LockOptionsSafeHandle options, uint maxRenewals);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_lock_options_set_fair(LockOptionsSafeHandle options,
+            [MarshalAs(UnmanagedType.I1)] bool fair);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr fencelock_lock_resource(LockSafeHandle lockHandle);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]

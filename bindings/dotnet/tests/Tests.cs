@@ -37,6 +37,7 @@ namespace FenceLock.Tests
             NativeVersionIsLoaded,
             AcquireExtendRelease,
             LockOptionsReachTheLock,
+            FairOptionReachesTheQueue,
             ContinuationsRunOnThreadPool,
             FencingTokensIncrease,
             ContentionInOneProcess,
@@ -148,6 +149,27 @@ namespace FenceLock.Tests
                 Check.Equal(FenceLockStatus.NotHeld, again.Status, "Status");
                 Check.That(again.Message.Contains(resource), "message names the resource");
                 await Check.Throws<NotHeldException>(() => handle.ExtendAsync(Second));
+                await handle.DisposeAsync();
+            }
+        }
+
+        /// <summary>With a live waiter first in line, a fair acquire is refused though the lock is free;
+        /// one without Fair takes it.</summary>
+        private static async Task FairOptionReachesTheQueue()
+        {
+            using (var client = new FenceLockClient(single.Urls))
+            {
+                var resource = Unique("fair");
+                // A waiter with a long lease, as a live waiter between two attempts looks.
+                const string waiter = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee:1";
+                single.Call(0, "ZADD fencelock:{" + resource + "}:queue 1 " + waiter);
+                single.Call(0, "ZADD fencelock:{" + resource + "}:leases 99999999999999 " + waiter);
+                var fair = new LockOptions(Second) { Wait = TimeSpan.Zero, Fair = true };
+                await Check.Throws<NotAcquiredException>(() => client.AcquireAsync(resource, fair));
+                Check.That(await client.TryAcquireAsync(resource, fair) == null, "a fair try is refused");
+                Check.Equal("0", Exists(single, 0, resource), "the lock stays free");
+                var handle = await client.TryAcquireAsync(resource, new LockOptions(Second));
+                Check.That(handle != null, "a default try takes the free lock");
                 await handle.DisposeAsync();
             }
         }

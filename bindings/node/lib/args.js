@@ -93,6 +93,7 @@ const LOCK_OPTIONS = {
   autoRenew: ['autoRenew', bool],
   maxHold: ['maxHoldMs', (name, value) => ms(name, value, 0, Number.MAX_SAFE_INTEGER)],
   maxRenewals: ['maxRenewals', renewalCount],
+  fair: ['fair', bool],
 }
 
 const ACQUIRE_OPTIONS = [...Object.keys(LOCK_OPTIONS), 'signal']

@@ -73,6 +73,8 @@ pub struct NativeLockOptions {
     pub max_hold_ms: Option<f64>,
     /// Stop renewing after this many renewals.
     pub max_renewals: Option<u32>,
+    /// Fair (FIFO) waiting: never take the lock ahead of an earlier waiter.
+    pub fair: Option<bool>,
 }
 
 /// What `fencedGet` reads: the value and the fencing token of the write that stored it.
@@ -343,6 +345,9 @@ impl NativeLockOptions {
         }
         if let Some(limit) = self.max_renewals {
             options = options.max_renewals(limit);
+        }
+        if let Some(on) = self.fair {
+            options = options.fair(on);
         }
         Ok(options)
     }

@@ -65,6 +65,8 @@ test('bad resource, options and callbacks', async () => {
   })
   await assert.rejects(client.acquire('r', { signal: {} }), { name: 'TypeError', message: /AbortSignal/ })
   await assert.rejects(client.acquire('r', { autoRenew: 'yes' }), TypeError)
+  await assert.rejects(client.acquire('r', { fair: 'yes' }), TypeError)
+  await assert.rejects(client.tryAcquire('r', { fair: 1 }), TypeError)
   await assert.rejects(client.acquire('r', { maxRenewals: -1 }), RangeError)
   await assert.rejects(client.tryAcquire('r', { wait: 10 }), { name: 'TypeError', message: /wait is not an option/ })
   await assert.rejects(client.using('r', {}, 'not a function'), TypeError)

@@ -251,6 +251,7 @@ keyword_options! {
         auto_renew,
         max_hold,
         max_renewals,
+        fair,
         on_lost,
     }
 }
@@ -389,6 +390,7 @@ impl AcquireArgs {
         let given = LockOptionArgs::collect(options, function)?;
         // Checked before `resource`, as when pyo3 converted it before the call.
         let auto_renew = typed::<bool>(given.auto_renew, "auto_renew")?;
+        let fair = typed::<bool>(given.fair, "fair")?;
         let resource = resource_arg(resource)?;
 
         let mut options = LockOptions::default();
@@ -406,6 +408,9 @@ impl AcquireArgs {
         }
         if let Some(count) = given.max_renewals {
             options = options.max_renewals(unsigned::<u32>(&count, "max_renewals")?);
+        }
+        if let Some(on) = fair {
+            options = options.fair(on);
         }
         let on_lost = match given.on_lost {
             None => None,

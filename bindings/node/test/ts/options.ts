@@ -1,6 +1,6 @@
 // Type-checked by `npm run typecheck` and test/dispose.test.js (never run):
 // the typings accept exactly the documented option values.
-import type { ClientOptions, FencedValue, NodeLockState } from 'fencelock'
+import type { AcquireOptions, ClientOptions, FencedValue, NodeLockState } from 'fencelock'
 
 export const tls12: ClientOptions = { nodes: 'rediss://redis.internal:6380', tlsMinVersion: '1.2' }
 export const tls13: ClientOptions = { nodes: ['rediss://redis.internal:6380'], tlsMinVersion: '1.3' }
@@ -35,3 +35,15 @@ export const unknownSetting: ClientOptions = { nodes: 'redis://a:6379', timeoutM
 export function describeState(state: NodeLockState, stored: FencedValue | null): string {
   return `${state.node} ${state.held} ${state.fencingCounter} ${stored?.fencingToken ?? 0n}`
 }
+
+// Every acquire option, fair waiting included.
+export const everyAcquireOption: AcquireOptions = {
+  ttl: 10000,
+  wait: 2000,
+  autoRenew: true,
+  maxHold: 60000,
+  maxRenewals: 10,
+  fair: true,
+}
+// @ts-expect-error: fair is a boolean
+export const fairString: AcquireOptions = { fair: 'yes' }

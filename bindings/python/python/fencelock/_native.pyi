@@ -50,6 +50,7 @@ class LockOptions(TypedDict, total=False):
     auto_renew: Optional[bool]
     max_hold: Optional[_Seconds]
     max_renewals: Optional[int]
+    fair: Optional[bool]
     on_lost: Optional[_OnLost]
 
 def settle(timeout: float = 2.0) -> bool:
