@@ -96,6 +96,11 @@ impl ClientBuilder {
 }
 
 impl Client {
+    /// What every operation of this client shares.
+    pub(crate) fn shared(&self) -> &Arc<ClientShared> {
+        &self.shared
+    }
+
     /// Starts configuring a client.
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
@@ -223,7 +228,7 @@ impl Client {
                 .everywhere(
                     &scripts::STATUS,
                     &[keys.lock(), keys.fence()],
-                    &[],
+                    &[] as &[&str],
                     shared.connect_timeout,
                     |_| true,
                 )

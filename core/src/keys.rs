@@ -19,6 +19,20 @@ pub const DEFAULT_PREFIX: &str = "fencelock:";
 /// What follows the lock key in its fencing counter's key.
 const FENCE_SUFFIX: &str = ":fence";
 
+/// What follows an election's lock key in its leader's announcement.
+const LEADER_SUFFIX: &str = ":leader";
+
+/// `prefix{name}:leader`: the announcement of the leader of the election
+/// whose lock key is `lock_key` (docs/protocol.md §2.1).
+pub(crate) fn leader_key(lock_key: &str) -> String {
+    [lock_key, LEADER_SUFFIX].concat()
+}
+
+/// `prefix` + `leader:` + `name`: where an election's new leaders are published.
+pub(crate) fn leader_channel(prefix: &str, name: &str) -> String {
+    [prefix, "leader:", name].concat()
+}
+
 /// What follows the lock key in its waiters' queue (tickets) and leases.
 const QUEUE_SUFFIX: &str = ":queue";
 const LEASES_SUFFIX: &str = ":leases";

@@ -52,6 +52,15 @@ impl Lock {
         Lock { state, client }
     }
 
+    /// The owner's token and the lock key, for scripts that act only while
+    /// this lock is held (an election's announcement).
+    pub(crate) fn identity(&self) -> (String, String) {
+        (
+            self.state.token.as_str().to_owned(),
+            self.state.lock_key().to_owned(),
+        )
+    }
+
     /// The resource this lock protects.
     pub fn resource(&self) -> &str {
         self.state.resource()

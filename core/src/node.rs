@@ -114,7 +114,7 @@ impl Node {
             .map_err(|Elapsed| {
                 RedisError::from(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    "subscribing to wake-ups took longer than the connect timeout",
+                    "subscribing took longer than the connect timeout",
                 ))
             })?
     }
@@ -296,7 +296,7 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    pub(crate) fn new(script: &'static LuaScript, keys: &[&str], args: &[&str]) -> Self {
+    pub(crate) fn new<A: AsRef<[u8]>>(script: &'static LuaScript, keys: &[&str], args: &[A]) -> Self {
         Prepared {
             script,
             evalsha: evalsha_cmd(script, keys, args),
@@ -335,25 +335,28 @@ fn reply_from(result: RedisResult<Value>) -> Reply {
 }
 
 /// The `EVALSHA` command for one script call.
-pub(crate) fn evalsha_cmd(script: &LuaScript, keys: &[&str], args: &[&str]) -> Cmd {
+pub(crate) fn evalsha_cmd<A: AsRef<[u8]>>(script: &LuaScript, keys: &[&str], args: &[A]) -> Cmd {
     script_cmd("EVALSHA", script.sha(), keys, args)
 }
 
 /// The `EVAL` command for one script call (the fallback that re-caches it).
-pub(crate) fn eval_cmd(script: &LuaScript, keys: &[&str], args: &[&str]) -> Cmd {
+pub(crate) fn eval_cmd<A: AsRef<[u8]>>(script: &LuaScript, keys: &[&str], args: &[A]) -> Cmd {
     script_cmd("EVAL", script.source, keys, args)
 }
 
 /// `NAME script numkeys keys… args…`, its buffers sized up front: growing
 /// them argument by argument was a measurable share of a lock cycle's CPU.
-fn script_cmd(name: &str, script: &str, keys: &[&str], args: &[&str]) -> Cmd {
-    let words = keys.iter().chain(args);
+fn script_cmd<A: AsRef<[u8]>>(name: &str, script: &str, keys: &[&str], args: &[A]) -> Cmd {
+    let words = keys
+        .iter()
+        .map(|key| key.as_bytes())
+        .chain(args.iter().map(AsRef::as_ref));
     let count = 3 + keys.len() + args.len();
-    let bytes = name.len() + script.len() + 20 + words.clone().map(|w| w.len()).sum::<usize>();
+    let bytes = name.len() + script.len() + 20 + words.clone().map(<[u8]>::len).sum::<usize>();
     let mut cmd = Cmd::with_capacity(count, bytes);
     cmd.arg(name).arg(script).arg(keys.len());
     for word in words {
-        cmd.arg(*word);
+        cmd.arg(word);
     }
     cmd
 }

@@ -183,7 +183,7 @@ impl NodeSet {
         &self,
         script: &'static LuaScript,
         keys: &[&str],
-        args: &[&str],
+        args: &[impl AsRef<[u8]>],
         patience: Duration,
         only: impl Fn(usize) -> bool,
     ) -> Vec<Option<Reply>> {

@@ -282,12 +282,48 @@ return {exists, pttl, counter}
     )
 });
 
+/// `ANNOUNCE(KEYS = {lock, leader}, ARGV = {token, epoch, value})`: a
+/// leader that holds `lock` here with `token` records `<epoch> <sha1 of
+/// token> <value>` in `leader` and publishes `<epoch> <value>` on the
+/// election's channel `<prefix>leader:<name>`. Returns 1, or 0 when the lock
+/// here is not held with `token` (nothing written).
+pub(crate) static ANNOUNCE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "announce",
+        r#"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. redis.sha1hex(ARGV[1]) .. ' ' .. ARGV[3])
+local prefix = string.match(KEYS[1], '^[^{]*')
+local name = string.sub(KEYS[1], #prefix + 2, -2)
+redis.call('PUBLISH', prefix .. 'leader:' .. name, ARGV[2] .. ' ' .. ARGV[3])
+return 1
+"#,
+    )
+});
+
+/// `LEADER(KEYS = {lock, leader})`: `{epoch, value}` of the leader that
+/// announced itself and still holds `lock` here, or an empty array (no
+/// leader here, or one elected that has not announced yet).
+pub(crate) static LEADER: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "leader",
+        r#"
+local token = redis.call('GET', KEYS[1])
+local announced = redis.call('GET', KEYS[2])
+if not token or not announced then return {} end
+local epoch, digest, value = string.match(announced, '^(%d+) (%x+) (.*)$')
+if digest ~= redis.sha1hex(token) then return {} end
+return {epoch, value}
+"#,
+    )
+});
+
 fn concat_script(parts: &[&str]) -> &'static str {
     Box::leak(parts.concat().into_boxed_str())
 }
 
 /// Every script, for pre-loading and the protocol document check.
-pub(crate) fn all() -> [&'static LuaScript; 8] {
+pub(crate) fn all() -> [&'static LuaScript; 10] {
     [
         &ACQUIRE,
         &LEAVE,
@@ -297,6 +333,8 @@ pub(crate) fn all() -> [&'static LuaScript; 8] {
         &RAISE_FENCE,
         &FENCED_SET,
         &STATUS,
+        &ANNOUNCE,
+        &LEADER,
     ]
 }
 

@@ -65,6 +65,12 @@ impl ClientShared {
     /// Fails when the client is closed or unusable; otherwise waits for its
     /// first connection and fails with what a node refused then.
     pub(crate) async fn ready(&self) -> Result<()> {
+        self.ensure_open()?;
+        self.startup.finished().await
+    }
+
+    /// Fails when the client is closed or unusable, without waiting.
+    pub(crate) fn ensure_open(&self) -> Result<()> {
         self.ensure_usable()?;
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::new(
@@ -72,7 +78,7 @@ impl ClientShared {
                 "the client is closed; build a new one",
             ));
         }
-        self.startup.finished().await
+        Ok(())
     }
 
     /// Refuses new operations from now on.

@@ -332,7 +332,9 @@ impl Renewed {
 /// it, or can no longer); the slower nodes' pipelines go on in the background.
 async fn renew_on_every_node(nodes: &Arc<NodeSet>, renewing: &[Renewing], sent: Instant) -> Renewed {
     let batch: Arc<[(Arc<LockState>, Duration)]> = renewing.iter().map(|r| (r.lock.clone(), r.ttl)).collect();
-    let calls = Arc::new(renewal_pipeline(&batch, evalsha_cmd));
+    let calls = Arc::new(renewal_pipeline(&batch, |script, keys, args| {
+        evalsha_cmd(script, keys, args)
+    }));
     // Chosen before anything is sent, so each request's connection is known.
     let connections: Vec<_> = nodes.nodes().iter().map(Node::background).collect();
     let generations: Vec<Option<u32>> = connections
@@ -345,7 +347,8 @@ async fn renew_on_every_node(nodes: &Arc<NodeSet>, renewing: &[Renewing], sent: 
         async move {
             let replies = match connection {
                 Ok(live) => {
-                    let fallback = || renewal_pipeline(&batch, eval_cmd);
+                    let fallback =
+                        || renewal_pipeline(&batch, |script, keys, args| eval_cmd(script, keys, args));
                     nodes.nodes()[index].eval_pipeline(live, &calls, fallback).await
                 }
                 Err(outcome) => Err(outcome),

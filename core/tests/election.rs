@@ -1,0 +1,197 @@
+//! Leader election (docs/protocol.md §4.10): candidates campaign, the
+//! winner announces itself, observers follow by push; a dead leader is
+//! replaced within its ttl and a bound, with a larger epoch that fences
+//! the old leader's writes out.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use fencelock::{CampaignOptions, ErrorKind, Leader, MAX_LEADER_VALUE, Observation};
+use fencelock_harness::RedisNode;
+
+fn campaign(ttl: u64, value: &str) -> CampaignOptions {
+    CampaignOptions::new(ms(ttl)).value(value)
+}
+
+/// Subscribers of the election's channel on `node`.
+fn observers(node: &RedisNode, name: &str) -> i64 {
+    match node.command(&["PUBSUB", "NUMSUB", &format!("fencelock:leader:{name}")]) {
+        redis::Value::Array(reply) => match reply.get(1) {
+            Some(redis::Value::Int(n)) => *n,
+            other => panic!("unexpected NUMSUB count {other:?}"),
+        },
+        other => panic!("unexpected NUMSUB reply {other:?}"),
+    }
+}
+
+/// The next leader the observation yields, within `limit`.
+async fn next_within(observation: &mut Observation, limit: Duration) -> Option<Leader> {
+    tokio::time::timeout(limit, observation.next())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// An observer that has subscribed on every node, so what it learns from
+/// now on comes by push.
+async fn subscribed_observer(nodes: &[RedisNode], name: &str) -> Observation {
+    let observation = client(nodes).await.observe(name).unwrap();
+    let all = wait_until(ms(5_000), || nodes.iter().all(|node| observers(node, name) == 1)).await;
+    assert!(all, "the observer never subscribed everywhere");
+    observation
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observers_learn_each_new_leader_by_push() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let mut observation = subscribed_observer(&nodes, "push").await;
+    let (first, second) = (client(&nodes).await, client(&nodes).await);
+    let leader = first.campaign("push", campaign(5_000, "host-a:1")).await.unwrap();
+    assert!(leader.is_leader());
+    // Within a second, well before the observer's next read (2 s): by push.
+    let seen = next_within(&mut observation, ms(1_000)).await.expect("no push");
+    assert_eq!(
+        seen,
+        Leader {
+            value: b"host-a:1".to_vec(),
+            epoch: leader.epoch()
+        }
+    );
+
+    // A second candidate waits; the leader resigns; it wins at once.
+    let candidate = tokio::spawn(async move { second.campaign("push", campaign(5_000, "host-b:2")).await });
+    let in_line = wait_until(ms(5_000), || {
+        nodes[0].command(&["ZCARD", &format!("{}:queue", lock_key("push"))]) == redis::Value::Int(1)
+    })
+    .await;
+    assert!(in_line, "the second candidate never got in line");
+    let resigned = Instant::now();
+    leader.resign().await.unwrap();
+    let successor = candidate.await.unwrap().unwrap();
+    assert!(resigned.elapsed() < ms(1_000), "took {:?}", resigned.elapsed());
+    assert!(successor.epoch() > leader.epoch());
+    let seen = next_within(&mut observation, ms(1_000)).await.expect("no push");
+    assert_eq!(
+        seen,
+        Leader {
+            value: b"host-b:2".to_vec(),
+            epoch: successor.epoch()
+        }
+    );
+    assert_eq!(leader.resign().await.unwrap_err().kind(), ErrorKind::NotHeld);
+    successor.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_leader_is_replaced_and_fenced_out() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let mut observation = subscribed_observer(&nodes, "failover").await;
+    let (old_client, new_client) = (client(&nodes).await, client(&nodes).await);
+    let old = old_client
+        .campaign("failover", campaign(600, "old"))
+        .await
+        .unwrap();
+    let old_fence = old.fence();
+    assert_eq!(
+        next_within(&mut observation, ms(1_000)).await.unwrap().value,
+        b"old"
+    );
+    old_client
+        .fenced_set("failover:data", "by old", old_fence)
+        .await
+        .unwrap();
+
+    let started = Instant::now();
+    let follower = tokio::spawn(async move {
+        let leadership = new_client.campaign("failover", campaign(5_000, "new")).await;
+        (leadership, new_client)
+    });
+    // The leader dies: it stops renewing, nobody resigns.
+    drop(old);
+    let (new, new_client) = follower.await.unwrap();
+    let new = new.unwrap();
+    // Its lease (600 ms) ran out, then a waiter's bound (docs/protocol.md §4.9).
+    assert!(started.elapsed() < ms(600 + 500), "took {:?}", started.elapsed());
+    assert!(new.epoch() > old_fence.token);
+    let seen = next_within(&mut observation, ms(1_000)).await.expect("no push");
+    assert_eq!((seen.value.as_slice(), seen.epoch), (&b"new"[..], new.epoch()));
+
+    new_client
+        .fenced_set("failover:data", "by new", new.fence())
+        .await
+        .unwrap();
+    let late = old_client
+        .fenced_set("failover:data", "late, by old", old_fence)
+        .await;
+    assert_eq!(late.unwrap_err().kind(), ErrorKind::StaleToken);
+    new.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_starts_with_the_current_leader_and_survives_a_lost_message() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let candidate = client(&nodes).await;
+    let value = [0u8, 255, b' ', b'\n', 7];
+    let first = candidate
+        .campaign("current", CampaignOptions::new(ms(5_000)).value(value.to_vec()))
+        .await
+        .unwrap();
+    let mut observation = client(&nodes).await.observe("current").unwrap();
+    let seen = next_within(&mut observation, ms(2_000))
+        .await
+        .expect("no current leader");
+    assert_eq!(
+        seen,
+        Leader {
+            value: value.to_vec(),
+            epoch: first.epoch()
+        }
+    );
+
+    // The observer's subscription dies and the next leader's message is
+    // lost: the observer learns of it at its next read.
+    assert!(wait_until(ms(5_000), || observers(&nodes[0], "current") == 1).await);
+    first.resign().await.unwrap();
+    nodes[0].command(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    let second = candidate
+        .campaign("current", campaign(5_000, "second"))
+        .await
+        .unwrap();
+    let seen = next_within(&mut observation, ms(4_000))
+        .await
+        .expect("never learned the new leader");
+    assert_eq!(seen.epoch, second.epoch());
+    second.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn campaign_and_observe_refuse_bad_input() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = client(&nodes).await;
+    let long = vec![b'x'; MAX_LEADER_VALUE + 1];
+    let err = client
+        .campaign("bad", CampaignOptions::new(ms(1_000)).value(long))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("leader value"), "{err}");
+    assert_eq!(client.observe("").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    let err = client
+        .campaign("bad", CampaignOptions::new(ms(1)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    // A set wait bounds the campaign; unset, it waits until it wins.
+    let leader = client.campaign("busy", campaign(5_000, "a")).await.unwrap();
+    let other = common::client(&nodes).await;
+    let err = other
+        .campaign("busy", campaign(5_000, "b").wait(ms(200)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    leader.resign().await.unwrap();
+    client.close();
+    assert_eq!(client.observe("x").unwrap_err().kind(), ErrorKind::Closed);
+}
