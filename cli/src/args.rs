@@ -20,7 +20,8 @@ pub const PASSWORD_FILE_VAR: &str = "FENCELOCK_PASSWORD_FILE";
 /// they are), and the command has no business with fencelock's own.
 pub const CONNECTION_VARS: [&str; 4] = [NODES_VAR, USERNAME_VAR, PASSWORD_VAR, PASSWORD_FILE_VAR];
 
-/// Run a command while holding a distributed lock over Redis, or inspect a lock.
+/// Run a command while holding a distributed lock over Redis or while leading an election,
+/// follow an election, or inspect a lock.
 ///
 /// Every `fencelock` — and every program using the fencelock libraries for
 /// Rust, C, Python, Node or .NET — that names the same RESOURCE on the same
@@ -34,15 +35,19 @@ pub const CONNECTION_VARS: [&str; 4] = [NODES_VAR, USERNAME_VAR, PASSWORD_VAR, P
       */5 * * * * fencelock --node redis://10.0.0.5:6379 run --wait 0 nightly-report -- ./report.sh\n\n  \
       # Redlock over three independent masters, waiting up to 30s for the lock\n  \
       FENCELOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 fencelock run --wait 30s db-migrate -- ./migrate\n\n  \
+      # run the scheduler on the elected leader only; its replacement starts ~10s after it dies\n  \
+      fencelock --node redis://127.0.0.1:6379 elect --ttl 10s --value \"$(hostname)\" scheduler -- ./scheduler\n\n  \
+      # who leads, now and from now on?\n  \
+      fencelock --node redis://127.0.0.1:6379 observe scheduler\n\n  \
       # who holds it?\n  \
       fencelock --node redis://127.0.0.1:6379 status nightly-report\n\n\
-      EXIT CODES (run):\n  \
+      EXIT CODES (run, elect):\n  \
       the command's own exit code, or 128+N if it died of signal N (or if fencelock\n  \
       got INT, TERM, HUP or QUIT while waiting for the lock: the command was not run)\n  \
       2    bad arguments or configuration\n  \
       69   Redis unavailable: too few nodes answered, or they refused our credentials/TLS\n  \
-      75   not acquired: another owner held the lock for all of --wait\n  \
-      76   lock lost while the command ran: the command was sent SIGTERM (SIGKILL after --grace)\n  \
+      75   not acquired: another owner held the lock (or led) for all of --wait\n  \
+      76   lock or leadership lost while the command ran: the command was sent SIGTERM (SIGKILL after --grace)\n  \
       126  the command could not be executed\n  \
       127  the command was not found\n\n\
       ENVIRONMENT:\n  \
@@ -183,8 +188,55 @@ pub enum Command {
     /// SIGKILL, so it never runs on unlocked. This reaches CMD's first process only: a
     /// script should `exec` its last command. Other systems have no such signal.
     Run(RunArgs),
+    /// Campaign to lead the election NAME, run CMD only while leader, resign when it exits.
+    ///
+    /// Waits in line until elected (or for --wait), announces --value to observers,
+    /// then runs CMD exactly as `run` does: FENCELOCK_TOKEN is the leader's epoch (larger
+    /// than every earlier leader's: pass it to what the leader writes), the leadership is
+    /// renewed while CMD runs, and CMD is stopped (exit 76) if leadership is lost. When CMD
+    /// exits, fencelock resigns and the next candidate in line leads at once.
+    Elect(ElectArgs),
+    /// Print the leader of the election NAME, then each new one, as `EPOCH VALUE` lines.
+    ///
+    /// New leaders arrive by push; runs until it is interrupted or killed.
+    Observe(ObserveArgs),
     /// Show, per node, whether the lock is held, its remaining ttl and the fencing counter.
     Status(StatusArgs),
+}
+
+/// `fencelock elect`.
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// The leader's lease on Redis; renewed every ttl/3 while CMD runs. A leader that dies
+    /// is replaced about one ttl later.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    pub ttl: Duration,
+
+    /// How long to wait to be elected (default: until elected).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub wait: Option<Duration>,
+
+    /// What observers learn about this leader (an address, an id).
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub value: String,
+
+    /// After leadership is lost: how long CMD has between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub grace: Duration,
+
+    /// The name of the election.
+    pub name: String,
+
+    /// The command to run while leader, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `fencelock observe`.
+#[derive(Debug, Args)]
+pub struct ObserveArgs {
+    /// The name of the election.
+    pub name: String,
 }
 
 /// `fencelock run`.

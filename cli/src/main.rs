@@ -1,9 +1,10 @@
-//! `fencelock`: run a command while holding a distributed lock over Redis,
-//! or inspect a lock. See `fencelock --help` for the exit codes.
+//! `fencelock`: run a command while holding a distributed lock over Redis
+//! or while leading an election, follow an election, or inspect a lock. See `fencelock --help` for the exit codes.
 
 mod args;
 mod child;
 mod connect;
+mod elect;
 mod exit;
 mod run;
 mod signals;
@@ -44,6 +45,8 @@ async fn dispatch(cli: Cli) -> ExitCode {
     };
     let code = match &cli.command {
         Command::Run(args) => run::run(&client, args).await,
+        Command::Elect(args) => elect::elect(&client, args).await,
+        Command::Observe(args) => elect::observe(&client, args).await,
         Command::Status(args) => status::status(&client, args).await,
     };
     settle(&client, cli.connection.node_timeout).await;

@@ -12,7 +12,9 @@
 //! command stopped directly keeps its lock renewed, since fencelock cannot
 //! know who would continue it.
 
+use std::future::Future;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use fencelock::{Client, ErrorKind, Lock, LockOptions};
 use nix::sys::signal::Signal;
@@ -29,8 +31,39 @@ enum Ending {
     Lost,
 }
 
-/// Acquires, runs the command, releases; returns the documented exit code.
+/// What a command runs under: a lock (`run`) or a leadership (`elect`).
+pub struct Hold<'a> {
+    /// The resource, or the election's name.
+    pub resource: &'a str,
+    /// The command and its arguments.
+    pub command: &'a [String],
+    /// After a loss: how long the command has between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// "lock" or "leadership", for messages.
+    pub what: &'static str,
+    /// What to add to a `not_acquired` or `timeout` error.
+    pub busy_hint: &'static str,
+}
+
+/// `fencelock run`: acquires, runs the command, releases; returns the documented exit code.
 pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
+    let options = LockOptions::new(args.ttl).wait(args.wait).fair(args.fair);
+    let hold = Hold {
+        resource: &args.resource,
+        command: &args.command,
+        grace: args.grace,
+        what: "lock",
+        busy_hint: "another owner holds it or a waiter is ahead in line (try a longer --wait)",
+    };
+    run_holding(client.acquire(&args.resource, options), &hold).await
+}
+
+/// Waits for `acquire`, runs the command while what it got is held,
+/// releases it; returns the documented exit code.
+pub async fn run_holding(
+    acquire: impl Future<Output = fencelock::Result<Lock>>,
+    hold: &Hold<'_>,
+) -> ExitCode {
     // Caught before the lock is taken: a signal while waiting cancels the
     // wait (the attempt is undone) instead of killing fencelock with a grant
     // on its way, and one that comes before the command starts is forwarded
@@ -43,13 +76,13 @@ pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
         }
     };
     let mut early = Vec::new();
-    let lock = match wait_for_lock(client, args, &mut signals, &mut early).await {
+    let lock = match wait_for_lock(acquire, hold, &mut signals, &mut early).await {
         Ok(lock) => lock,
         Err(code) => return code,
     };
-    tracing::info!(resource = %args.resource, fencing_token = lock.fencing_token(), "lock acquired");
+    tracing::info!(resource = %hold.resource, fencing_token = lock.fencing_token(), "{} acquired", hold.what);
     let terminal = Terminal::open();
-    let ending = supervise(&lock, args, &mut signals, terminal.as_ref(), &early).await;
+    let ending = supervise(&lock, hold, &mut signals, terminal.as_ref(), &early).await;
     release(&lock, &ending).await;
     match ending {
         Ok(Ending::Exited(code)) => ExitCode::from(code),
@@ -61,13 +94,11 @@ pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
 /// Acquires the lock. INT, TERM, HUP and QUIT cancel the wait; USR1 and
 /// USR2 are kept in `early` for the command; SIGTSTP stops fencelock.
 async fn wait_for_lock(
-    client: &Client,
-    args: &RunArgs,
+    acquire: impl Future<Output = fencelock::Result<Lock>>,
+    hold: &Hold<'_>,
     signals: &mut Signals,
     early: &mut Vec<Signal>,
 ) -> Result<Lock, ExitCode> {
-    let options = LockOptions::new(args.ttl).wait(args.wait).fair(args.fair);
-    let acquire = client.acquire(&args.resource, options);
     tokio::pin!(acquire);
     let acquired = loop {
         tokio::select! {
@@ -75,8 +106,8 @@ async fn wait_for_lock(
             event = signals.next() => match event {
                 Event::Forward(signal) if signals::cancels_waiting(signal) => {
                     eprintln!(
-                        "fencelock: {signal} while waiting for the lock '{}'; the command was not run",
-                        args.resource
+                        "fencelock: {signal} while waiting for the {} '{}'; the command was not run",
+                        hold.what, hold.resource
                     );
                     return Err(ExitCode::from(exit::for_signal(signal)));
                 }
@@ -88,13 +119,10 @@ async fn wait_for_lock(
         }
     };
     acquired.map_err(|e| {
-        let hint = match e.kind() {
-            ErrorKind::NotAcquired | ErrorKind::Timeout => {
-                "; another owner holds it or a waiter is ahead in line (try a longer --wait)"
-            }
-            _ => "",
-        };
-        eprintln!("fencelock: {e}{hint}");
+        match e.kind() {
+            ErrorKind::NotAcquired | ErrorKind::Timeout => eprintln!("fencelock: {e}; {}", hold.busy_hint),
+            _ => eprintln!("fencelock: {e}"),
+        }
         exit::for_error(e.kind())
     })
 }
@@ -103,19 +131,19 @@ async fn wait_for_lock(
 /// signals that came while waiting for the lock, forwarded once it starts.
 async fn supervise(
     lock: &Lock,
-    args: &RunArgs,
+    hold: &Hold<'_>,
     signals: &mut Signals,
     terminal: Option<&Terminal>,
     early: &[Signal],
 ) -> Result<Ending, u8> {
     let foreground = terminal.filter(|terminal| terminal.fencelock_in_foreground());
-    let command = child::spawn(&args.command, &args.resource, lock.fence(), foreground).map_err(|e| {
+    let command = child::spawn(hold.command, hold.resource, lock.fence(), foreground).map_err(|e| {
         eprintln!("fencelock: {}", e.message);
         e.code
     })?;
     let mut job = Job {
         lock,
-        args,
+        hold,
         command,
         terminal,
         stop_requested: false,
@@ -135,7 +163,7 @@ async fn supervise(
 /// A running command and what fencelock knows about it.
 struct Job<'a> {
     lock: &'a Lock,
-    args: &'a RunArgs,
+    hold: &'a Hold<'a>,
     command: Child,
     terminal: Option<&'a Terminal>,
     /// fencelock was sent SIGTSTP and passed it on: follow the command's next stop.
@@ -230,10 +258,10 @@ impl Job<'_> {
     /// Reports the loss and stops the command: SIGTERM, SIGKILL after the grace.
     async fn stop_after_loss(&mut self, reason: &str) -> Ending {
         eprintln!(
-            "fencelock: lost the lock '{}': {reason}; stopping the command (SIGTERM, SIGKILL after {:?})",
-            self.args.resource, self.args.grace
+            "fencelock: lost the {} '{}': {reason}; stopping the command (SIGTERM, SIGKILL after {:?})",
+            self.hold.what, self.hold.resource, self.hold.grace
         );
-        let _ = self.command.terminate(self.args.grace).await;
+        let _ = self.command.terminate(self.hold.grace).await;
         Ending::Lost
     }
 }

@@ -568,3 +568,106 @@ fn a_node_without_aof_is_warned_about_and_refused_with_require_aof() {
     assert_eq!(code(&accepted), 0, "{}", text(&accepted.stderr));
     assert_eq!(text(&accepted.stderr), "", "nothing to warn about");
 }
+
+/// Reads a child's stdout lines on a thread, so a test can wait for them with a limit.
+fn lines_of(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("stdout piped");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
+/// `elect` and `observe`: a leader killed with SIGKILL is replaced within
+/// its ttl and a bound, by a candidate with a larger epoch, and an observer
+/// prints each leader.
+#[test]
+fn a_killed_leader_is_replaced_and_observers_see_it() {
+    let nodes = start_nodes(1);
+    let log = std::env::temp_dir().join(format!("fencelock-cli-elect-{}", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let leader_script = format!("echo \"A $FENCELOCK_TOKEN\" >> {}; exec sleep 60", log.display());
+    let mut first = spawn(&mut fencelock(
+        &nodes,
+        &[
+            "elect",
+            "--ttl",
+            "1s",
+            "--value",
+            "host-a",
+            "jobs",
+            "--",
+            "sh",
+            "-c",
+            &leader_script,
+        ],
+    ));
+    let led = common::eventually(Duration::from_secs(20), || {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.starts_with("A "))
+    });
+    assert!(led, "the first candidate never led");
+    let mut observer = spawn(&mut fencelock(&nodes, &["observe", "jobs"]));
+    let seen = lines_of(&mut observer);
+    let line = seen
+        .recv_timeout(Duration::from_secs(10))
+        .expect("observe printed nothing");
+    let first_epoch: u64 = line
+        .strip_suffix(" host-a")
+        .expect("EPOCH VALUE")
+        .parse()
+        .unwrap();
+
+    let follower_script = format!("echo \"B $FENCELOCK_TOKEN\" >> {}", log.display());
+    let second = spawn(&mut fencelock(
+        &nodes,
+        &[
+            "elect",
+            "--ttl",
+            "5s",
+            "--value",
+            "host-b",
+            "jobs",
+            "--",
+            "sh",
+            "-c",
+            &follower_script,
+        ],
+    ));
+    let in_line = common::eventually(Duration::from_secs(20), || queue_length(&nodes[0], "jobs") == 1);
+    assert!(in_line, "the second candidate never got in line");
+    let killed = Instant::now();
+    common::signal(first.id() as i32, libc::SIGKILL);
+    let out = finish(second);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    // The dead leader's lease (1 s) ran out, then the waiter's bound.
+    assert!(
+        killed.elapsed() < Duration::from_millis(2_500),
+        "took {:?}",
+        killed.elapsed()
+    );
+    let _ = first.wait();
+    let text_log = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let epochs: Vec<(&str, u64)> = text_log
+        .lines()
+        .map(|line| {
+            let (who, epoch) = line.split_once(' ').unwrap();
+            (who, epoch.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(epochs.len(), 2, "{text_log}");
+    assert_eq!(epochs[0], ("A", first_epoch));
+    assert!(epochs[1].0 == "B" && epochs[1].1 > first_epoch, "{text_log}");
+    let line = seen
+        .recv_timeout(Duration::from_secs(10))
+        .expect("observe missed the new leader");
+    assert_eq!(line, format!("{} host-b", epochs[1].1));
+    let _ = observer.kill();
+    let _ = observer.wait();
+}
