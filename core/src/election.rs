@@ -11,7 +11,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::fenced::Fence;
 use crate::keys;
-use crate::lock::Lock;
+use crate::lock::{Lock, Unclaimed};
 use crate::lock_state::LossReason;
 use crate::options::{LockOptions, MAX_WAIT};
 use crate::scripts;
@@ -180,25 +180,26 @@ impl Client {
     /// the campaign and leaves nothing behind.
     pub async fn campaign(&self, name: &str, options: CampaignOptions) -> Result<Leadership> {
         options.check_value()?;
-        let lock = self.acquire(name, options.lock_options()).await?;
-        let shared = self.shared().clone();
-        let (token, lock_key) = lock.identity();
+        // Unclaimed until announced: a campaign dropped meanwhile resigns in
+        // the background instead of leaving the election held until its ttl.
+        let won = Unclaimed::new(self.acquire(name, options.lock_options()).await?);
+        let (token, lock_key, epoch) = won.peek(|lock| {
+            let (token, lock_key) = lock.identity();
+            (token, lock_key, lock.fencing_token())
+        });
         let value = options.value;
-        let announced = crate::runtime::run(announce(
-            shared,
-            token,
-            lock_key,
-            lock.fencing_token(),
-            value.clone(),
-        ));
-        if !announced.await? {
+        let announcement = announce(self.shared().clone(), token, lock_key, epoch, value.clone());
+        if !crate::runtime::run(announcement).await? {
             tracing::warn!(
                 election = %name,
                 "elected, but fewer than a majority of nodes took the announcement: observers learn of \
                  this leader only from the nodes that did"
             );
         }
-        Ok(Leadership { lock, value })
+        Ok(Leadership {
+            lock: won.claim(),
+            value,
+        })
     }
 }
 

@@ -383,6 +383,15 @@ impl Unclaimed {
         Unclaimed(Some(lock))
     }
 
+    /// Looks at the lock before it is handed over.
+    pub(crate) fn peek<T>(&self, look: impl FnOnce(&Lock) -> T) -> T {
+        look(
+            self.0
+                .as_ref()
+                .expect("an Unclaimed holds its lock until claimed or dropped"),
+        )
+    }
+
     /// Hands the lock over: from now on the caller owns it.
     pub fn claim(mut self) -> Lock {
         self.0
