@@ -63,7 +63,7 @@ def test_stub_option_lists_are_the_runtime_ones(url: str, resource: str) -> None
     from fencelock import AsyncClient, Client
 
     client_options, lock_options = stub_options("ClientOptions"), stub_options("LockOptions")
-    assert len(client_options) == 15 and len(lock_options) == 4
+    assert len(client_options) == 15 and len(lock_options) == 5
     for key in client_options:
         Client(url, **{key: None}).close()
     client = Client(url)
