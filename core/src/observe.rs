@@ -1,8 +1,8 @@
 //! Following an election (docs/protocol.md §4.10): observers subscribe to
 //! the election's channel on every node and learn of each new leader by
-//! push; they also read the current leader when they start, whenever a
-//! subscription (re)starts, and every [`REFRESH_EVERY`], so a lost message
-//! delays them by at most that much.
+//! push; they also read the current leader from every node when they start
+//! and every [`REFRESH_EVERY`], and from a node whenever their subscription
+//! there (re)starts, so a lost message delays them by at most that much.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -118,8 +118,9 @@ impl Client {
 enum Hint {
     /// A leader's announcement arrived by push.
     Announced(Leader),
-    /// A subscription started: what was announced before it is read.
-    Subscribed,
+    /// Node `index`'s subscription started: what that node announced
+    /// before it is read (the other nodes' own subscriptions cover them).
+    Subscribed(usize),
 }
 
 /// The task behind an [`Observation`].
@@ -148,10 +149,10 @@ impl Follower {
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let leader = tokio::select! {
-                _ = refresh.tick() => self.read().await,
+                _ = refresh.tick() => self.read(|_| true).await,
                 hint = hinted.recv() => match hint {
                     Some(Hint::Announced(leader)) => Some(leader),
-                    Some(Hint::Subscribed) => self.read().await,
+                    Some(Hint::Subscribed(index)) => self.read(|node| node == index).await,
                     None => return,
                 },
                 () = self.leaders.closed() => return,
@@ -169,8 +170,8 @@ impl Follower {
     }
 
     /// The announced leader that still holds the election's lock, with the
-    /// largest epoch any node reports (LEADER on every node).
-    async fn read(&self) -> Option<Leader> {
+    /// largest epoch any of the nodes `only` picks reports (LEADER there).
+    async fn read(&self, only: impl Fn(usize) -> bool) -> Option<Leader> {
         let replies = self
             .shared
             .nodes
@@ -179,7 +180,7 @@ impl Follower {
                 &[&self.lock_key, &self.leader_key],
                 &[] as &[&str],
                 self.shared.connect_timeout,
-                |_| true,
+                only,
             )
             .await;
         replies
@@ -225,7 +226,7 @@ async fn subscribe(
     loop {
         match node.subscribe(&channel).await {
             Ok(mut messages) => {
-                if hints.send(Hint::Subscribed).is_err() {
+                if hints.send(Hint::Subscribed(index)).is_err() {
                     return;
                 }
                 while let Some(message) = messages.next().await {

@@ -226,6 +226,10 @@ fn limits_are_the_vectors() {
     assert_eq!(fencelock::MAX_FENCING_TOKEN, limit("max_fencing_token"));
     assert_eq!(fencelock::MAX_HOLDER_ID, limit("max_holder_id"));
     assert_eq!(
+        fencelock::MAX_LEADER_VALUE as u64,
+        limit("max_leader_value_bytes")
+    );
+    assert_eq!(
         Some(fencelock::MAX_DRIFT_FACTOR),
         vectors["limits"]["max_drift_factor"].as_f64()
     );

@@ -4,9 +4,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-SOURCES = {  # §3, verbatim; each source starts and ends with a newline
-    "ACQUIRE": """
-local function now_ms()
+# The helpers §3 repeats at the top of the scripts that see the waiters' queue.
+_WAITERS = """local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
@@ -18,7 +17,27 @@ local function drop_expired(queue, leases, now)
     redis.call('ZREM', leases, unpack(gone))
   end
 end
+"""
+_HAND_OFF = """local function hand_off(lock, queue, leases, window_ms, counted)
+  drop_expired(queue, leases, now_ms())
+  local prefix = string.match(lock, '^[^{]*')
+  for _ = 1, 8 do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then break end
+    local channel = prefix .. 'wake:' .. string.sub(head, 1, 32)
+    if redis.call('PUBLISH', channel, head .. ' ' .. lock) > 0 or counted == '0' then
+      redis.call('SET', lock, 'w:' .. head, 'PX', window_ms)
+      return
+    end
+    redis.call('ZREM', queue, head)
+    redis.call('ZREM', leases, head)
+  end
+  redis.call('DEL', lock)
+end
+"""
 
+SOURCES = {  # §3, verbatim; each source starts and ends with a newline
+    "ACQUIRE": "\n" + _WAITERS + """
 local lock, queue, leases, waiter = KEYS[1], KEYS[3], KEYS[4], ARGV[3]
 local current = redis.call('GET', lock)
 local free = current == false or (waiter ~= '' and current == 'w:' .. waiter)
@@ -61,37 +80,7 @@ if retry_in == -2 then
 end
 return {0, retry_in, ticket, position}
 """,
-    "RELEASE": """
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
-local function drop_expired(queue, leases, now)
-  local gone = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 100)
-  if #gone > 0 then
-    redis.call('ZREM', queue, unpack(gone))
-    redis.call('ZREM', leases, unpack(gone))
-  end
-end
-
-local function hand_off(lock, queue, leases, window_ms, counted)
-  drop_expired(queue, leases, now_ms())
-  local prefix = string.match(lock, '^[^{]*')
-  for _ = 1, 8 do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
-    if not head then break end
-    local channel = prefix .. 'wake:' .. string.sub(head, 1, 32)
-    if redis.call('PUBLISH', channel, head .. ' ' .. lock) > 0 or counted == '0' then
-      redis.call('SET', lock, 'w:' .. head, 'PX', window_ms)
-      return
-    end
-    redis.call('ZREM', queue, head)
-    redis.call('ZREM', leases, head)
-  end
-  redis.call('DEL', lock)
-end
-
+    "RELEASE": "\n" + _WAITERS + "\n" + _HAND_OFF + """
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
   if ARGV[2] == '0' then
@@ -104,37 +93,7 @@ end
 if current == false then return -1 end
 return 0
 """,
-    "LEAVE": """
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
-local function drop_expired(queue, leases, now)
-  local gone = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 100)
-  if #gone > 0 then
-    redis.call('ZREM', queue, unpack(gone))
-    redis.call('ZREM', leases, unpack(gone))
-  end
-end
-
-local function hand_off(lock, queue, leases, window_ms, counted)
-  drop_expired(queue, leases, now_ms())
-  local prefix = string.match(lock, '^[^{]*')
-  for _ = 1, 8 do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
-    if not head then break end
-    local channel = prefix .. 'wake:' .. string.sub(head, 1, 32)
-    if redis.call('PUBLISH', channel, head .. ' ' .. lock) > 0 or counted == '0' then
-      redis.call('SET', lock, 'w:' .. head, 'PX', window_ms)
-      return
-    end
-    redis.call('ZREM', queue, head)
-    redis.call('ZREM', leases, head)
-  end
-  redis.call('DEL', lock)
-end
-
+    "LEAVE": "\n" + _WAITERS + "\n" + _HAND_OFF + """
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 if redis.call('GET', KEYS[1]) == 'w:' .. ARGV[1] then
