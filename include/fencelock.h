@@ -13,14 +13,16 @@
  *   report per node) that you free with fencelock_error_free. It is written only
  *   on failure.
  * - Ownership: objects you receive through `**out` (client, lock, options,
- *   operation, error) are yours and are freed by their own *_free function.
+ *   operation, observation, error) are yours and are freed by their own
+ *   *_free function.
  *   Strings returned as `const char *` belong to the object they came from and
  *   live as long as it does; the one string that is yours (fencelock_fenced_get)
  *   says so and is freed with fencelock_string_free. Input strings and buffers
  *   are borrowed for the call only.
- * - NULL: *_free(NULL) and fencelock_event_clear(NULL) do nothing. Any other
- *   NULL pointer argument returns FENCELOCK_STATUS_NULL_ARGUMENT unless the
- *   function says NULL is allowed.
+ * - NULL: *_free(NULL), fencelock_event_clear(NULL) and
+ *   fencelock_leader_clear(NULL) do nothing. Any other NULL pointer argument
+ *   returns FENCELOCK_STATUS_NULL_ARGUMENT unless the function says NULL is
+ *   allowed.
  * - Strings: NUL-terminated UTF-8. Other bytes return FENCELOCK_STATUS_INVALID_UTF8.
  *   A resource is 1 to FENCELOCK_MAX_RESOURCE_BYTES (1024) bytes.
  * - Times: milliseconds as uint64_t. A ttl must be FENCELOCK_MIN_TTL_MS (10)
@@ -123,6 +125,11 @@
  * Largest clock-drift factor a client accepts.
  */
 #define FENCELOCK_MAX_DRIFT_FACTOR 0.1
+
+/**
+ * Longest value a leader may announce (`fencelock_campaign`), in bytes.
+ */
+#define FENCELOCK_MAX_LEADER_VALUE_BYTES 65536
 
 /**
  * The result of every fallible function. Values are stable and grouped:
@@ -390,6 +397,17 @@ typedef struct fencelock_lock fencelock_lock;
 typedef struct fencelock_lock_options fencelock_lock_options;
 
 /**
+ * The leaders of one election, as [`fencelock_observe`] follows them.
+ *
+ * Freed with [`fencelock_observation_free`], which ends its subscriptions.
+ * Thread-safe for every function except `fencelock_observation_free`,
+ * which must not run while another thread is blocked in
+ * [`fencelock_observation_next`] on it. Calls of `fencelock_observation_next`
+ * (and `_async`) from several threads take turns: each leader goes to one.
+ */
+typedef struct fencelock_observation fencelock_observation;
+
+/**
  * A handle on an operation in flight, to cancel it.
  *
  * Owned by the caller and freed with [`fencelock_operation_free`], which
@@ -448,6 +466,25 @@ typedef struct fencelock_event {
  * runs, the process's later callbacks wait (never its I/O or renewals).
  */
 typedef void (*fencelock_event_callback)(void *user_data, const struct fencelock_event *event);
+
+/**
+ * Called once when an acquire started by [`fencelock_acquire_async`] ends,
+ * on fencelock's callback thread.
+ *
+ * On `FENCELOCK_STATUS_OK`, `lock` is the new lock and `error` is NULL;
+ * otherwise `lock` is NULL and `error` holds the detail. Both become the
+ * callback's to free (`fencelock_lock_free`, `fencelock_error_free`), now or
+ * later from any thread. The lock is held, and renewed, from before the
+ * call: a slow callback does not lose it.
+ *
+ * The callback may call any fencelock function, blocking ones included;
+ * while it runs, the process's later callbacks wait (never its I/O or
+ * renewals), so hand long work to your own thread.
+ */
+typedef void (*fencelock_acquire_callback)(void *user_data,
+                                           fencelock_status status,
+                                           struct fencelock_lock *lock,
+                                           struct fencelock_error *error);
 
 /**
  * What a fenced write carries: a fencing token and the holder id of the
@@ -513,6 +550,10 @@ typedef struct fencelock_limits {
    * Largest clock-drift factor a client accepts.
    */
   double max_drift_factor;
+  /**
+   * Longest value a leader may announce, in bytes.
+   */
+  size_t max_leader_value_bytes;
 } fencelock_limits;
 
 /**
@@ -524,23 +565,43 @@ typedef struct fencelock_limits {
 typedef void (*fencelock_lost_callback)(void *user_data, fencelock_loss_reason reason);
 
 /**
- * Called once when an acquire started by [`fencelock_acquire_async`] ends,
- * on fencelock's callback thread.
+ * A leader of an election: its epoch (its fencing token, greater than every
+ * earlier leader's) and the value it announced.
  *
- * On `FENCELOCK_STATUS_OK`, `lock` is the new lock and `error` is NULL;
- * otherwise `lock` is NULL and `error` holds the detail. Both become the
- * callback's to free (`fencelock_lock_free`, `fencelock_error_free`), now or
- * later from any thread. The lock is held, and renewed, from before the
- * call: a slow callback does not lose it.
- *
- * The callback may call any fencelock function, blocking ones included;
- * while it runs, the process's later callbacks wait (never its I/O or
- * renewals), so hand long work to your own thread.
+ * From [`fencelock_observation_next`] the leader owns `value`: call
+ * [`fencelock_leader_clear`] when done. Passed to a
+ * [`fencelock_leader_callback`], it is borrowed for the call only.
  */
-typedef void (*fencelock_acquire_callback)(void *user_data,
-                                           fencelock_status status,
-                                           struct fencelock_lock *lock,
-                                           struct fencelock_error *error);
+typedef struct fencelock_leader {
+  /**
+   * The leader's epoch.
+   */
+  uint64_t epoch;
+  /**
+   * The value it announced: `value_len` bytes, followed by a NUL byte
+   * that `value_len` does not count (so a text value prints as a C
+   * string). Never NULL in a leader this library wrote.
+   */
+  uint8_t *value;
+  /**
+   * The value's length in bytes (0 for an empty value).
+   */
+  size_t value_len;
+} fencelock_leader;
+
+/**
+ * Called once when a [`fencelock_observation_next_async`] ends, on
+ * fencelock's callback thread. On `FENCELOCK_STATUS_OK`, `leader` is the
+ * next leader, valid for the call only (copy what you keep), and `error` is
+ * NULL; otherwise `leader` is NULL and `error` (the callback's to free)
+ * says why: `CANCELLED` after `fencelock_operation_cancel` or
+ * `fencelock_observation_free`, `CLOSED` once the observation cannot go on.
+ * Same rules as [`crate::fencelock_acquire_callback`].
+ */
+typedef void (*fencelock_leader_callback)(void *user_data,
+                                          fencelock_status status,
+                                          const struct fencelock_leader *leader,
+                                          struct fencelock_error *error);
 
 #ifdef __cplusplus
 extern "C" {
@@ -643,6 +704,74 @@ fencelock_status fencelock_client_set_event_callback(const struct fencelock_clie
 fencelock_status fencelock_client_next_event(const struct fencelock_client *client,
                                              uint64_t timeout_ms,
                                              struct fencelock_event *event);
+
+/**
+ * Campaigns to lead the election `name`: waits in line (woken by push, as
+ * any waiter) for up to `wait_ms` until it wins, then announces itself to
+ * observers ([`crate::fencelock_observe`]) with `value`, and writes its
+ * leadership to `out` as a lock on `name`.
+ *
+ * * `name`: NUL-terminated UTF-8, as a resource. Do not also lock `name`
+ *   for anything else: an election is a lock on its name.
+ * * `ttl_ms`: the leader's lease, renewed while it leads: a leader that
+ *   dies is replaced about `ttl_ms` later.
+ * * `wait_ms`: how long to wait to win; `FENCELOCK_MAX_WAIT_MS` for "until
+ *   elected", 0 for one attempt.
+ * * `value`, `value_len`: what observers learn of this leader (an address,
+ *   an id), borrowed for the call; at most `FENCELOCK_MAX_LEADER_VALUE_BYTES`.
+ *   `value` may be NULL when `value_len` is 0.
+ * * `out`: receives the leadership on success: a `fencelock_lock` whose
+ *   fencing token (`fencelock_lock_fencing_token`) is this leader's epoch,
+ *   greater than every earlier leader's; `fencelock_lock_is_held` says
+ *   whether it still leads, its lost callback or the client's events say
+ *   when it stopped, and `fencelock_lock_release` resigns (the next
+ *   candidate wins at once). Free it with `fencelock_lock_free`.
+ *
+ * Statuses as [`crate::fencelock_acquire`] (`TIMEOUT` once `wait_ms`
+ * passed, `NOT_ACQUIRED` when `wait_ms` is 0 and another leads), and
+ * `INVALID_ARGUMENT` for a value that is too long.
+ *
+ * Blocks until elected or `wait_ms` passed, plus one round trip to
+ * announce. Returns `WOULD_BLOCK` on a thread of an async runtime (use
+ * [`fencelock_campaign_async`]). Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `name` is NULL or NUL-terminated; `value` is
+ * NULL or valid for `value_len` bytes; `out` and `error` are NULL or writable.
+ */
+fencelock_status fencelock_campaign(const struct fencelock_client *client,
+                                    const char *name,
+                                    uint64_t ttl_ms,
+                                    uint64_t wait_ms,
+                                    const uint8_t *value,
+                                    size_t value_len,
+                                    struct fencelock_lock **out,
+                                    struct fencelock_error **error);
+
+/**
+ * Starts a campaign as [`fencelock_campaign`] does and returns at once;
+ * `callback` gets the leadership (a lock, as there) or the failure exactly
+ * once, on fencelock's callback thread, possibly before this returns.
+ * `operation_out`, `user_data` and the returned status as
+ * [`crate::fencelock_acquire_async`]: a bad name, ttl, wait or value fails
+ * this call and the callback is never called. Cancelling the operation
+ * withdraws the candidate (and resigns if it had just won). Never blocks.
+ * Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_campaign`]; `callback` is NULL or a function of that type;
+ * `operation_out` is NULL or writable.
+ */
+fencelock_status fencelock_campaign_async(const struct fencelock_client *client,
+                                          const char *name,
+                                          uint64_t ttl_ms,
+                                          uint64_t wait_ms,
+                                          const uint8_t *value,
+                                          size_t value_len,
+                                          fencelock_acquire_callback callback,
+                                          void *user_data,
+                                          struct fencelock_operation **operation_out,
+                                          struct fencelock_error **error);
 
 /**
  * The status `error` describes; `FENCELOCK_STATUS_NULL_ARGUMENT` when `error` is NULL.
@@ -1084,6 +1213,93 @@ fencelock_status fencelock_lock_options_set_max_renewals(struct fencelock_lock_o
  * `options` is NULL or live.
  */
 fencelock_status fencelock_lock_options_set_fair(struct fencelock_lock_options *options, bool fair);
+
+/**
+ * Follows the election `name`: the current leader, then each new one as it
+ * announces itself (learned by push, with a read every 2 s as a safety
+ * net). A reader slower than the elections skips to the latest leader.
+ * There is no "no leader" item: a leader that resigned or died is followed
+ * by the next one to win.
+ *
+ * * `out`: receives the observation; read it with
+ *   [`fencelock_observation_next`] or `_next_async`, free it with
+ *   [`fencelock_observation_free`]. It holds one subscriber connection per
+ *   node while it lives; free it before the client.
+ *
+ * Statuses: `OK`; `INVALID_ARGUMENT` (bad name); `INVALID_UTF8`;
+ * `NULL_ARGUMENT`; `CLOSED` (client freed, or used after `fork()`).
+ * Never blocks: it subscribes in the background. Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `name` is NULL or NUL-terminated; `out` and
+ * `error` are NULL or writable.
+ */
+fencelock_status fencelock_observe(const struct fencelock_client *client,
+                                   const char *name,
+                                   struct fencelock_observation **out,
+                                   struct fencelock_error **error);
+
+/**
+ * Takes the next leader, waiting up to `timeout_ms` (0: just look). The
+ * first call returns the current leader at once if there is one.
+ *
+ * On `FENCELOCK_STATUS_OK`, `*leader` is filled in and owns its value:
+ * release it with [`fencelock_leader_clear`]. Returns
+ * `FENCELOCK_STATUS_TIMEOUT` (and leaves `*leader` alone) when no new
+ * leader came in time, `CLOSED` when the observation cannot go on, and
+ * `WOULD_BLOCK` when called with a non-zero timeout on a thread of an
+ * async runtime (use `_next_async` there).
+ *
+ * Blocks up to `timeout_ms`. Thread-safe (see [`fencelock_observation`]).
+ *
+ * # Safety
+ * `observation` is NULL or live; `leader` and `error` are NULL or writable.
+ */
+fencelock_status fencelock_observation_next(const struct fencelock_observation *observation,
+                                            uint64_t timeout_ms,
+                                            struct fencelock_leader *leader,
+                                            struct fencelock_error **error);
+
+/**
+ * Starts waiting for the next leader and returns at once; `callback` gets
+ * it (or why there is none) exactly once, on fencelock's callback thread,
+ * possibly before this returns. It waits as long as it takes: cancel it
+ * with `fencelock_operation_cancel`, or free the observation.
+ * `operation_out`, `user_data` and the returned status as
+ * [`crate::fencelock_acquire_async`]. Never blocks. Thread-safe.
+ *
+ * # Safety
+ * `observation` is NULL or live; `callback` is NULL or a function of that
+ * type; `operation_out` and `error` are NULL or writable.
+ */
+fencelock_status fencelock_observation_next_async(const struct fencelock_observation *observation,
+                                                  fencelock_leader_callback callback,
+                                                  void *user_data,
+                                                  struct fencelock_operation **operation_out,
+                                                  struct fencelock_error **error);
+
+/**
+ * Frees the value of a leader filled in by [`fencelock_observation_next`]
+ * and zeroes the struct. NULL, or a leader cleared before, is a no-op.
+ * Never blocks.
+ *
+ * # Safety
+ * `leader` is NULL or a leader this library filled in, not cleared since
+ * by anything but this function.
+ */
+void fencelock_leader_clear(struct fencelock_leader *leader);
+
+/**
+ * Stops observing and frees the observation: its subscriptions end, and
+ * calls of `fencelock_observation_next_async` still waiting get
+ * `FENCELOCK_STATUS_CANCELLED`. NULL is a no-op. No network I/O; never
+ * blocks.
+ *
+ * # Safety
+ * `observation` is NULL or from [`fencelock_observe`], not freed before,
+ * and not in use by another thread's `fencelock_observation_next`.
+ */
+void fencelock_observation_free(struct fencelock_observation *observation);
 
 /**
  * Starts taking the lock on `resource` (as [`crate::fencelock_acquire`],

@@ -167,6 +167,17 @@ impl fmt::Debug for Leadership {
 }
 
 impl Client {
+    /// Checks a campaign's arguments the way [`Client::campaign`] would,
+    /// without any I/O: for fronts that start campaigns in the background
+    /// but must report a bad name, ttl, wait or value to the caller at once.
+    ///
+    /// Errors: [`crate::ErrorKind::InvalidArgument`], as [`Client::check_request`]
+    /// says, and for a value longer than [`MAX_LEADER_VALUE`].
+    pub fn check_campaign(&self, name: &str, options: &CampaignOptions) -> Result<()> {
+        options.check_value()?;
+        self.check_request(name, &options.lock_options())
+    }
+
     /// Campaigns to lead the election `name`: waits in line (woken by push,
     /// like any waiter) until it wins, then announces the new leader to
     /// observers ([`Client::observe`]) and returns its [`Leadership`].

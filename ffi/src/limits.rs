@@ -23,6 +23,8 @@ pub const FENCELOCK_MAX_FENCING_TOKEN: u64 = 9_007_199_254_740_991;
 pub const FENCELOCK_MAX_HOLDER_ID: u64 = 9_223_372_036_854_775_807;
 /// Largest clock-drift factor a client accepts.
 pub const FENCELOCK_MAX_DRIFT_FACTOR: c_double = 0.1;
+/// Longest value a leader may announce (`fencelock_campaign`), in bytes.
+pub const FENCELOCK_MAX_LEADER_VALUE_BYTES: usize = 65_536;
 
 /// The limits of this library, read at run time (the same values as the
 /// `FENCELOCK_MAX_*` and `FENCELOCK_MIN_TTL_MS` macros of the header it was
@@ -46,6 +48,8 @@ pub struct fencelock_limits {
     pub max_holder_id: u64,
     /// Largest clock-drift factor a client accepts.
     pub max_drift_factor: c_double,
+    /// Longest value a leader may announce, in bytes.
+    pub max_leader_value_bytes: usize,
 }
 
 static LIMITS: fencelock_limits = fencelock_limits {
@@ -57,6 +61,7 @@ static LIMITS: fencelock_limits = fencelock_limits {
     max_fencing_token: fencelock::MAX_FENCING_TOKEN,
     max_holder_id: fencelock::MAX_HOLDER_ID,
     max_drift_factor: fencelock::MAX_DRIFT_FACTOR,
+    max_leader_value_bytes: fencelock::MAX_LEADER_VALUE,
 };
 
 /// The limits of the loaded library.
@@ -83,6 +88,7 @@ mod tests {
             max_fencing_token: FENCELOCK_MAX_FENCING_TOKEN,
             max_holder_id: FENCELOCK_MAX_HOLDER_ID,
             max_drift_factor: FENCELOCK_MAX_DRIFT_FACTOR,
+            max_leader_value_bytes: FENCELOCK_MAX_LEADER_VALUE_BYTES,
         };
         // SAFETY: never NULL, static.
         let limits = unsafe { &*fencelock_get_limits() };
@@ -100,6 +106,7 @@ mod tests {
                 max_fencing_token: number("max_fencing_token"),
                 max_holder_id: number("max_holder_id"),
                 max_drift_factor: listed["max_drift_factor"].as_f64().unwrap(),
+                max_leader_value_bytes: number("max_leader_value_bytes") as usize,
             },
             macros
         );

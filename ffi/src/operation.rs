@@ -5,7 +5,9 @@ use std::ffi::{c_char, c_void};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
-use fencelock::{Canceller, LockOptions};
+use std::sync::Arc;
+
+use fencelock::{Canceller, Lock, LockOptions};
 use futures_util::FutureExt;
 
 use crate::args;
@@ -13,6 +15,7 @@ use crate::boundary::{Failure, FfiResult, boundary};
 use crate::client::fencelock_client;
 use crate::dispatch::{Dispatcher, UserData};
 use crate::error::fencelock_error;
+use crate::events::EventHub;
 use crate::lock::{fencelock_lock, lock_options};
 use crate::lock_options::fencelock_lock_options;
 use crate::status::fencelock_status;
@@ -61,7 +64,7 @@ pub struct fencelock_operation {
 ///
 /// # Safety
 /// `operation_out` is NULL or writable.
-unsafe fn start<T: Send + 'static>(
+pub(crate) unsafe fn start<T: Send + 'static>(
     work: impl Future<Output = FfiResult<T>> + Send + 'static,
     finish: impl FnOnce(FfiResult<T>) + Send + 'static,
     operation_out: *mut *mut fencelock_operation,
@@ -101,7 +104,7 @@ async fn run_cancellable<T>(work: impl Future<Output = FfiResult<T>>, canceller:
 }
 
 /// Splits a result into the callback's status and error object.
-fn into_status(result: FfiResult) -> (fencelock_status, *mut fencelock_error) {
+pub(crate) fn into_status(result: FfiResult) -> (fencelock_status, *mut fencelock_error) {
     match result {
         Ok(()) => (fencelock_status::FENCELOCK_STATUS_OK, std::ptr::null_mut()),
         Err(failure) => (
@@ -197,24 +200,40 @@ unsafe fn start_acquire(
         let client = args::object(client, "client")?;
         let resource = args::text(resource, "resource")?.to_owned();
         let callback = callback.ok_or_else(|| Failure::null("callback"))?;
-        let (core, events) = (client.inner.clone(), client.events.clone());
+        let core = client.inner.clone();
         // Bad arguments fail the call itself, as in the blocking variant.
         core.check_request(&resource, &options)?;
-        let user_data = UserData(user_data);
-        let work = async move {
-            let lock = core.acquire(&resource, options).await?;
-            fencelock_lock::new(lock, &events)
-        };
-        let finish = move |result: FfiResult<fencelock_lock>| {
-            let (lock, result) = match result {
-                Ok(lock) => (Box::into_raw(Box::new(lock)), Ok(())),
-                Err(failure) => (std::ptr::null_mut(), Err(failure)),
-            };
-            let (status, error) = into_status(result);
-            callback(user_data.get(), status, lock, error);
-        };
-        start(work, finish, operation_out)
+        let work = async move { core.acquire(&resource, options).await };
+        start_acquire_work(work, &client.events, callback, user_data, operation_out)
     }
+}
+
+/// Starts `work`, which takes a lock (an acquire, a campaign), and hands the
+/// lock or the failure to `callback` as [`fencelock_acquire_callback`] says.
+///
+/// # Safety
+/// `callback` is a function of that type; `operation_out` is NULL or writable.
+pub(crate) unsafe fn start_acquire_work(
+    work: impl Future<Output = fencelock::Result<Lock>> + Send + 'static,
+    events: &Arc<EventHub>,
+    callback: unsafe extern "C" fn(*mut c_void, fencelock_status, *mut fencelock_lock, *mut fencelock_error),
+    user_data: *mut c_void,
+    operation_out: *mut *mut fencelock_operation,
+) -> FfiResult {
+    let user_data = UserData(user_data);
+    let events = events.clone();
+    let work = async move { fencelock_lock::new(work.await?, &events) };
+    let finish = move |result: FfiResult<fencelock_lock>| {
+        let (lock, result) = match result {
+            Ok(lock) => (Box::into_raw(Box::new(lock)), Ok(())),
+            Err(failure) => (std::ptr::null_mut(), Err(failure)),
+        };
+        let (status, error) = into_status(result);
+        // SAFETY: the caller's callback, called once with what it documents.
+        unsafe { callback(user_data.get(), status, lock, error) };
+    };
+    // SAFETY: per the contract.
+    unsafe { start(work, finish, operation_out) }
 }
 
 /// Starts releasing `lock` (as [`crate::fencelock_lock_release`]) and returns

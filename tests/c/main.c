@@ -17,6 +17,7 @@
  *   test_loss.c       loss events (pulled, callback) and a lock's lost callback
  *   test_async.c      *_async calls, cancelling, *operation_out
  *   test_callbacks.c  blocking and slow callbacks, stopping callbacks, fork
+ *   test_election.c   campaigns, leaderships, observations
  *   test_vectors.c    the shared protocol vectors and tables
  * and what they share in support.h / support.c; harness.h runs the nodes.
  */
@@ -74,6 +75,10 @@ int main(int argc, char **argv) {
       TEST(test_tls_min_version_option),
       TEST(test_bad_lock_arguments),
       TEST(test_inventory_example),
+      TEST(test_campaign_and_observe),
+      TEST(test_campaign_and_observe_on_three_nodes),
+      TEST(test_observation_calls_end_when_cancelled_or_freed),
+      TEST(test_bad_campaign_arguments),
       TEST(test_protocol_vectors),
       TEST(test_redlock_quorum),
   };

@@ -130,6 +130,12 @@ void test_client_free_waits_for_a_call_in_progress(void);
 void test_a_callback_may_stop_itself_and_free_its_client(void);
 void test_client_free_in_a_forked_child_does_not_wait_for_the_parents_call(void);
 
+/* test_election.c */
+void test_campaign_and_observe(void);
+void test_campaign_and_observe_on_three_nodes(void);
+void test_observation_calls_end_when_cancelled_or_freed(void);
+void test_bad_campaign_arguments(void);
+
 /* test_vectors.c */
 void test_protocol_vectors(void);
 

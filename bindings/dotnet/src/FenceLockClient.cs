@@ -107,6 +107,87 @@ namespace FenceLock
         }
 
         /// <summary>
+        /// Campaigns to lead the election <paramref name="name"/>: waits in
+        /// line (woken by push, as a lock's waiters are) until it wins, then
+        /// announces itself to observers (<see cref="ObserveAsync"/>) with
+        /// <paramref name="value"/>. An election is a lock on its name: do not
+        /// also lock that name for anything else.
+        /// </summary>
+        /// <param name="name">The election: 1 to <see cref="FenceLockLimits.MaxResourceBytes"/> bytes of UTF-8.</param>
+        /// <param name="ttl">The leader's lease, renewed while it leads: a leader that dies is replaced about one ttl later.</param>
+        /// <param name="wait">How long to wait to win: zero for one attempt, or
+        /// <see cref="Timeout.InfiniteTimeSpan"/> until elected (at most <see cref="FenceLockLimits.MaxWait"/>).</param>
+        /// <param name="value">What observers learn of this leader (an address, an id): null for none, at most
+        /// <see cref="FenceLockLimits.MaxLeaderValueBytes"/> bytes.</param>
+        /// <param name="cancellationToken">Withdraws the candidate: the task is cancelled.</param>
+        /// <exception cref="ArgumentNullException"><paramref name="name"/> is null.</exception>
+        /// <exception cref="ArgumentOutOfRangeException"><paramref name="ttl"/> or <paramref name="wait"/> out of range,
+        /// or <paramref name="value"/> too long.</exception>
+        /// <exception cref="ArgumentException"><paramref name="name"/> is empty, too long, has a NUL or a lone surrogate.</exception>
+        /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
+        /// <remarks>The task faults as <see cref="AcquireAsync(string, TimeSpan, TimeSpan, CancellationToken)"/>'s does:
+        /// <see cref="LockTimeoutException"/> once <paramref name="wait"/> passed, <see cref="NotAcquiredException"/>
+        /// when it is zero and another leads.</remarks>
+        public Task<Leadership> CampaignAsync(string name, TimeSpan ttl, TimeSpan wait, byte[] value,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            var election = EncodeResource(name, nameof(name));
+            var ttlMs = Durations.Ttl(ttl, nameof(ttl));
+            var waitMs = Durations.Wait(wait, nameof(wait));
+            var announced = value == null ? new byte[0] : (byte[])value.Clone();
+            if (announced.Length > FenceLockLimits.MaxLeaderValueBytes)
+                throw new ArgumentOutOfRangeException(nameof(value), announced.Length,
+                    "a leader's value is at most " + FenceLockLimits.MaxLeaderValueBytes
+                    + " bytes: announce an address or an id, not the data itself");
+            ThrowIfDisposed();
+            var won = new AcquireOperation(false, cancellationToken).Start(
+                (IntPtr userData, out IntPtr operation, ref IntPtr error) =>
+                    NativeMethods.fencelock_campaign_async(native, election, ttlMs, waitMs, announced,
+                        (UIntPtr)(uint)announced.Length, AcquireOperation.Callback, userData, out operation, ref error));
+            return AsLeadership(won, announced);
+        }
+
+        /// <summary>
+        /// As <see cref="CampaignAsync(string, TimeSpan, TimeSpan, byte[], CancellationToken)"/>, announcing
+        /// <paramref name="value"/> as UTF-8 text.
+        /// </summary>
+        public Task<Leadership> CampaignAsync(string name, TimeSpan ttl, TimeSpan wait, string value,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return CampaignAsync(name, ttl, wait, Utf8.EncodeCounted(value, nameof(value)), cancellationToken);
+        }
+
+        /// <summary>
+        /// Campaigns until elected, announcing no value; see
+        /// <see cref="CampaignAsync(string, TimeSpan, TimeSpan, byte[], CancellationToken)"/>.
+        /// </summary>
+        public Task<Leadership> CampaignAsync(string name, TimeSpan ttl,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return CampaignAsync(name, ttl, Timeout.InfiniteTimeSpan, (byte[])null, cancellationToken);
+        }
+
+        /// <summary>
+        /// Follows the election <paramref name="name"/>: enumerating yields the
+        /// current leader (if there is one), then each new one as it announces
+        /// itself, learned by push (with a read every 2 s as a safety net); a
+        /// reader slower than the elections skips to the latest. It never
+        /// ends by itself: stop with <c>break</c> or <paramref name="cancellationToken"/>
+        /// (<c>await foreach</c> then throws <see cref="OperationCanceledException"/>).
+        /// Each enumeration holds one subscriber connection per node until it is disposed.
+        /// </summary>
+        /// <exception cref="ArgumentNullException"><paramref name="name"/> is null.</exception>
+        /// <exception cref="ArgumentException"><paramref name="name"/> is empty, too long, has a NUL or a lone surrogate.</exception>
+        /// <exception cref="ObjectDisposedException">The client was disposed (here or when enumerating).</exception>
+        public IAsyncEnumerable<Leader> ObserveAsync(string name,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            var election = EncodeResource(name, nameof(name));
+            ThrowIfDisposed();
+            return new LeaderObservation(this, election, cancellationToken);
+        }
+
+        /// <summary>
         /// Writes <paramref name="value"/> to the Redis key <paramref name="key"/>
         /// only if <paramref name="fence"/> (<see cref="FenceLockHandle.Fence"/>)
         /// is newer than the last write's: a larger token, or the same token
@@ -156,6 +237,21 @@ namespace FenceLock
             native.Dispose();
         }
 
+        /// <summary>Starts following an election (<c>fencelock_observe</c>) for one enumeration.</summary>
+        internal ObservationSafeHandle StartObservation(byte[] election)
+        {
+            ThrowIfDisposed();
+            var error = IntPtr.Zero;
+            IntPtr observation;
+            NativeErrors.Check(NativeMethods.fencelock_observe(native, election, out observation, ref error), error);
+            return new ObservationSafeHandle(observation);
+        }
+
+        private static async Task<Leadership> AsLeadership(Task<FenceLockHandle> won, byte[] value)
+        {
+            return new Leadership(await won.ConfigureAwait(false), value);
+        }
+
         private Task<FenceLockHandle> StartAcquire(string resource, TimeSpan ttl, ulong waitMs, bool heldIsNull,
             CancellationToken cancellationToken)
         {
@@ -185,13 +281,13 @@ namespace FenceLock
 
         // The length rule is the library's (FenceLockLimits); checking it here
         // makes the mistake an exception at the call, not a faulted task.
-        private static byte[] EncodeResource(string resource)
+        private static byte[] EncodeResource(string resource, string parameterName = "resource")
         {
-            var name = Utf8.EncodeRequired(resource, nameof(resource));
+            var name = Utf8.EncodeRequired(resource, parameterName);
             var length = name.Length - 1; // without the NUL
             if (length < 1 || length > FenceLockLimits.MaxResourceBytes)
                 throw new ArgumentException("a resource is 1 to " + FenceLockLimits.MaxResourceBytes + " bytes of UTF-8, got " + length,
-                    nameof(resource));
+                    parameterName);
             return name;
         }
 

@@ -34,6 +34,9 @@ namespace FenceLock
         /// <summary>Largest fencing token handed out (2^53 - 1).</summary>
         public static ulong MaxFencingToken { get; } = Native.MaxFencingToken;
 
+        /// <summary>Longest value a leader may announce (<see cref="FenceLockClient.CampaignAsync(string, TimeSpan, TimeSpan, byte[], System.Threading.CancellationToken)"/>), in bytes.</summary>
+        public static int MaxLeaderValueBytes { get; } = checked((int)Native.MaxLeaderValueBytes.ToUInt64());
+
         /// <summary>Largest holder id of a fence (fits a signed 64-bit SQL column).</summary>
         public static ulong MaxHolderId { get; } = Native.MaxHolderId;
     }

@@ -27,6 +27,9 @@ namespace FenceLock
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void LostCallback(IntPtr userData, int reason);
 
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void LeaderCallback(IntPtr userData, int status, IntPtr leader, IntPtr error);
+
         /// <summary>struct fencelock_limits.</summary>
         [StructLayout(LayoutKind.Sequential)]
         internal struct NativeLimits
@@ -39,6 +42,16 @@ namespace FenceLock
             internal ulong MaxFencingToken;
             internal ulong MaxHolderId;
             internal double MaxDriftFactor;
+            internal UIntPtr MaxLeaderValueBytes;
+        }
+
+        /// <summary>struct fencelock_leader (the value is borrowed for the callback only).</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct NativeLeader
+        {
+            internal ulong Epoch;
+            internal IntPtr Value;
+            internal UIntPtr ValueLen;
         }
 
         // ---- client -------------------------------------------------------
@@ -83,6 +96,24 @@ namespace FenceLock
         internal static extern int fencelock_acquire_with_async(ClientSafeHandle client, byte[] resource,
             LockOptionsSafeHandle options, AcquireCallback callback, IntPtr userData,
             out IntPtr operation, ref IntPtr error);
+
+        // ---- leader election ----------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_campaign_async(ClientSafeHandle client, byte[] name,
+            ulong ttlMs, ulong waitMs, byte[] value, UIntPtr valueLen, AcquireCallback callback, IntPtr userData,
+            out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_observe(ClientSafeHandle client, byte[] name,
+            out IntPtr observation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_observation_next_async(ObservationSafeHandle observation,
+            LeaderCallback callback, IntPtr userData, out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void fencelock_observation_free(IntPtr observation);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int fencelock_lock_options_new(ulong ttlMs, out IntPtr options);

@@ -34,6 +34,18 @@ namespace FenceLock
         }
     }
 
+    /// <summary>A <c>fencelock_observation *</c>; freeing ends its subscriptions and its pending reads.</summary>
+    internal sealed class ObservationSafeHandle : NativeSafeHandle
+    {
+        internal ObservationSafeHandle(IntPtr pointer) : base(pointer) { }
+
+        protected override bool ReleaseHandle()
+        {
+            NativeMethods.fencelock_observation_free(handle);
+            return true;
+        }
+    }
+
     /// <summary>
     /// A <c>fencelock_lock *</c>. Freeing stops renewal without blocking and
     /// leaves the key to its ttl, which is also what the finalizer does when a

@@ -41,6 +41,24 @@ namespace FenceLock
             return Encode(text, parameterName);
         }
 
+        /// <summary>
+        /// Encodes text the ABI takes with its length (a leader's value): no
+        /// NUL is added, so a NUL character is just a byte. Null stays null.
+        /// </summary>
+        /// <exception cref="ArgumentException">The text has a lone surrogate.</exception>
+        internal static byte[] EncodeCounted(string text, string parameterName)
+        {
+            if (text == null) return null;
+            try
+            {
+                return Strict.GetBytes(text);
+            }
+            catch (EncoderFallbackException e)
+            {
+                throw new ArgumentException("is not valid Unicode (lone surrogate): " + e.Message, parameterName, e);
+            }
+        }
+
         /// <summary>Copies a NUL-terminated UTF-8 string owned by native code; NULL gives null.</summary>
         internal static string Decode(IntPtr pointer)
         {

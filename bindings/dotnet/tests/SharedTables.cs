@@ -113,6 +113,8 @@ namespace FenceLock.Tests
                 FenceLockLimits.MaxDriftFactor, "MaxDriftFactor");
             Check.Equal(ulong.Parse(Number(line, "max_fencing_token")), FenceLockLimits.MaxFencingToken, "MaxFencingToken");
             Check.Equal(ulong.Parse(Number(line, "max_holder_id")), FenceLockLimits.MaxHolderId, "MaxHolderId");
+            Check.Equal(int.Parse(Number(line, "max_leader_value_bytes")), FenceLockLimits.MaxLeaderValueBytes,
+                "MaxLeaderValueBytes");
             Check.Equal(FenceLockLimits.MaxHolderId, Fence.MaxHolderId, "Fence.MaxHolderId");
             return Task.CompletedTask;
         }

@@ -25,6 +25,12 @@ namespace FenceLock.Tests
         private static RedisNodes single;
         private static RedisNodes trio;
 
+        /// <summary>The one-node set every test file shares.</summary>
+        internal static RedisNodes Single => single;
+
+        /// <summary>The three-node (Redlock) set every test file shares.</summary>
+        internal static RedisNodes Trio => trio;
+
         private static int Main(string[] args)
         {
             if (args.Length == 4 && args[0] == "hold")
@@ -56,6 +62,11 @@ namespace FenceLock.Tests
             StaleFencedWriteIsRefused,
             RedlockSurvivesOneNodeKilled,
             ProtocolVectors,
+            Election.CampaignResignAndObserveOnOneNode,
+            Election.CampaignResignAndObserveOnThreeNodes,
+            Election.LeadershipLostWhenItsKeyIsDeleted,
+            Election.CancelledCampaignAndObservation,
+            Election.BadCampaignArguments,
             SharedTables.ErrorKindsAreTheVectors,
             SharedTables.LossReasonsAndOutcomesAreTheVectors,
             SharedTables.LimitsAreTheVectors,
@@ -105,7 +116,7 @@ namespace FenceLock.Tests
         // ---- helpers -----------------------------------------------------
 
         /// <summary>A resource no other test (or earlier run) uses.</summary>
-        private static string Unique(string name)
+        internal static string Unique(string name)
         {
             return "dotnet-" + name + "-" + Process.GetCurrentProcess().Id + "-" + DateTime.UtcNow.Ticks;
         }
