@@ -8,6 +8,9 @@
 //! - the lock options of `acquire`, `try_acquire` and `lock` on both clients:
 //!   [`LockOptionArgs`], parsed by [`AcquireArgs::parse`].
 //!
+//! `campaign` takes named parameters only (`ttl`, `wait`, `value`), parsed
+//! once for both clients by [`CampaignArgs::parse`].
+//!
 //! The methods take them as `**options` (their pyo3 signatures stay short);
 //! `_native.pyi` describes them once each as the `TypedDict`s
 //! `ClientOptions` and `LockOptions`.
@@ -18,7 +21,7 @@ use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 
-use fencelock::{ClientBuilder, LockOptions, RetryPolicy, TlsVersion};
+use fencelock::{CampaignOptions, ClientBuilder, LockOptions, RetryPolicy, TlsVersion};
 
 use crate::errors::{config, invalid};
 
@@ -437,6 +440,57 @@ impl AcquireArgs {
             on_lost: self.on_lost.as_ref().map(|c| c.clone_ref(py)),
         }
     }
+}
+
+/// What `campaign(name, ttl=None, wait=None, value=None)` takes on both
+/// clients, parsed. Unlike `acquire`, an unset `wait` waits until elected.
+pub(crate) struct CampaignArgs {
+    pub(crate) name: String,
+    pub(crate) options: CampaignOptions,
+}
+
+impl CampaignArgs {
+    /// Parses the arguments of `Client.campaign` and `AsyncClient.campaign`.
+    /// The value's length is the core's to check (`InvalidArgumentError`).
+    pub(crate) fn parse(
+        name: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        wait: Option<&Bound<'_, PyAny>>,
+        value: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let name = election_arg(name)?;
+        // Without a ttl the client's `default_ttl` applies, as for `acquire`.
+        let mut options = CampaignOptions::default();
+        if let Some(ttl) = opt_seconds(ttl, "ttl", false, Scope::Call)? {
+            options = options.ttl(ttl);
+        }
+        if let Some(wait) = opt_seconds(wait, "wait", true, Scope::Call)? {
+            options = options.wait(wait);
+        }
+        if let Some(value) = value.filter(|v| !v.is_none()) {
+            options = options.value(leader_value(value)?);
+        }
+        Ok(CampaignArgs { name, options })
+    }
+}
+
+/// The value a leader announces: bytes as they are, or text as UTF-8.
+pub(crate) fn leader_value(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(bytes) = obj.cast::<PyBytes>() {
+        return Ok(bytes.as_bytes().to_vec());
+    }
+    if let Ok(text) = obj.cast::<PyString>() {
+        return Ok(text.to_cow()?.as_bytes().to_vec());
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "value must be bytes or str (an address, an id), not {}",
+        obj.get_type().name()?
+    )))
+}
+
+/// The name of the election a `campaign` or `observe` call is about.
+pub(crate) fn election_arg(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    text_arg(obj, "name")
 }
 
 /// A text argument (`resource`, `key`, `value`): `str` only.

@@ -9,12 +9,14 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
-use crate::args::{AcquireArgs, client_builder, resource_arg, text_arg};
+use crate::args::{AcquireArgs, CampaignArgs, client_builder, resource_arg, text_arg};
 use crate::asyncio;
-use crate::calls::{acquire, inspect_py, try_acquire};
+use crate::calls::{acquire, campaign, inspect_py, try_acquire};
+use crate::election::AsyncLeadership;
 use crate::errors::core_error;
 use crate::fence::fenced_args;
 use crate::lock::{AsyncLock, LockInner};
+use crate::observe::AsyncObservation;
 use crate::rt::{self, Deferred};
 
 /// The asyncio twin of `Client`: the same calls as coroutines, on the same
@@ -111,6 +113,33 @@ impl AsyncClient {
         })
     }
 
+    /// Coroutine: campaigns to lead the election `name` (see
+    /// `Client.campaign`); returns an `AsyncLeadership`. Cancelling the
+    /// awaiting task leaves the line, or resigns if it had just won.
+    #[pyo3(signature = (name, ttl=None, wait=None, value=None))]
+    fn campaign<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyAny>,
+        ttl: Option<&Bound<'py, PyAny>>,
+        wait: Option<&Bound<'py, PyAny>>,
+        value: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = CampaignArgs::parse(name, ttl, wait, value)?;
+        let task = campaign(self.inner.clone(), args.name, args.options);
+        asyncio::awaitable(py, async move {
+            Deferred::result(task.await, |py, won| {
+                Ok(AsyncLeadership::create(py, won)?.into_any())
+            })
+        })
+    }
+
+    /// Follows the election `name`: an async iterator of `Leader`s (see
+    /// `Client.observe`), for `async for`.
+    fn observe(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<AsyncObservation> {
+        AsyncObservation::start(py, &self.inner, name)
+    }
+
     /// Coroutine: the fenced write of `Client.fenced_set`.
     fn fenced_set<'py>(
         &self,
@@ -166,9 +195,7 @@ impl AsyncClient {
     }
 
     fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let me: Py<PyAny> = slf.into_any().unbind();
-        asyncio::awaitable(py, async move { Deferred::new(move |_| Ok(me)) })
+        asyncio::ready(slf.py(), slf.into_any().unbind())
     }
 
     fn __aexit__<'py>(

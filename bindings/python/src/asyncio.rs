@@ -45,6 +45,12 @@ where
     Ok(Bound::new(py, Operation::new(asyncio_future))?.into_any())
 }
 
+/// An awaitable that resolves at once to `value`: what an `__aenter__`
+/// returning its own object hands out.
+pub(crate) fn ready<'py>(py: Python<'py>, value: Py<PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    awaitable(py, async move { Deferred::new(move |_| Ok(value)) })
+}
+
 /// The portable path: pyo3-async-runtimes' generic bridge on the core's
 /// runtime (each completion takes the GIL on a blocking thread).
 #[cfg_attr(unix, allow(dead_code))]

@@ -1,10 +1,11 @@
 //! What `Client` and `AsyncClient` share below the argument parsing: the
-//! core calls that hand out locks, and `inspect`'s answer as Python objects.
+//! core calls that hand out locks and leaderships, and `inspect`'s answer
+//! as Python objects.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use fencelock::{LockOptions, Unclaimed};
+use fencelock::{CampaignOptions, LockOptions, Unclaimed};
 
 /// The core's `try_acquire`: `None` when held by someone else. The lock
 /// travels [`Unclaimed`] until a Python object holds it, so a wait given up
@@ -24,6 +25,29 @@ pub(crate) async fn acquire(
     options: LockOptions,
 ) -> fencelock::Result<Unclaimed> {
     client.acquire(&resource, options).await.map(Unclaimed::new)
+}
+
+/// A campaign won: the lock behind the leadership, [`Unclaimed`] until a
+/// Python object holds it (as in [`acquire`]), and the value it announced.
+pub(crate) struct Won {
+    pub(crate) lock: Unclaimed,
+    pub(crate) value: Vec<u8>,
+}
+
+/// The core's `campaign`. The leadership becomes its lock at once, so a
+/// wait given up just as the campaign is won resigns instead of leaving the
+/// election held until its ttl.
+pub(crate) async fn campaign(
+    client: fencelock::Client,
+    name: String,
+    options: CampaignOptions,
+) -> fencelock::Result<Won> {
+    let leadership = client.campaign(&name, options).await?;
+    let value = leadership.value().to_vec();
+    Ok(Won {
+        lock: Unclaimed::new(leadership.into_lock()),
+        value,
+    })
 }
 
 /// `inspect`'s answer: a list of dicts with `node`, `held`, `ttl` (seconds

@@ -44,6 +44,13 @@ impl Operation {
         slf
     }
 
+    /// Itself: what `__await__` returns must also be iterable for asyncio's
+    /// wrapper of plain awaitables (`yield from x.__await__()`), which
+    /// `asyncio.wait_for(lock.lost, 5)` and `ensure_future(lock.lost)` use.
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.send(py, py.None())
     }

@@ -4,8 +4,9 @@
 //! API (`Client`, `Lock`) waits with the GIL released and lets Ctrl-C
 //! interrupt a wait on the main thread; the asyncio API (`AsyncClient`,
 //! `AsyncLock`) hands out awaitables through pyo3-async-runtimes' generic
-//! bridge, driven by that same runtime. The exception classes are plain
-//! Python (`fencelock/_errors.py`).
+//! bridge, driven by that same runtime. Leader election (`campaign`,
+//! `observe`) hands out leaderships built on the lock classes. The exception
+//! classes are plain Python (`fencelock/_errors.py`).
 
 mod args;
 mod async_client;
@@ -15,9 +16,11 @@ mod bench;
 mod bridge;
 mod calls;
 mod coroutine;
+mod election;
 mod errors;
 mod fence;
 mod lock;
+mod observe;
 mod rt;
 mod sync_client;
 
@@ -45,7 +48,7 @@ fn settle(py: Python<'_>, timeout: f64) -> PyResult<bool> {
     Ok(settled)
 }
 
-/// The compiled module: clients, locks and the lost-lock signal.
+/// The compiled module: clients, locks, the lost-lock signal and leader election.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rt::record_main_thread(m.py())?;
@@ -57,9 +60,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::AsyncLock>()?;
     m.add_class::<lock::LostSignal>()?;
     m.add_class::<fence::Fence>()?;
+    m.add_class::<election::Leadership>()?;
+    m.add_class::<election::AsyncLeadership>()?;
+    m.add_class::<observe::Leader>()?;
+    m.add_class::<observe::Observation>()?;
+    m.add_class::<observe::AsyncObservation>()?;
     m.add_function(wrap_pyfunction!(settle, m)?)?;
     // Private names: set as attributes, left out of `__all__`.
     m.setattr("_LockBase", m.py().get_type::<lock::LockBase>())?;
+    m.setattr("_LeadershipBase", m.py().get_type::<election::LeadershipBase>())?;
     m.setattr("_bench_core", wrap_pyfunction!(bench::_bench_core, m)?)?;
     m.add("MIN_TTL", fencelock::MIN_TTL.as_secs_f64())?;
     m.add("MAX_TTL", fencelock::MAX_TTL.as_secs_f64())?;
@@ -69,6 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_DRIFT_FACTOR", fencelock::MAX_DRIFT_FACTOR)?;
     m.add("MAX_FENCING_TOKEN", fencelock::MAX_FENCING_TOKEN)?;
     m.add("MAX_HOLDER_ID", fencelock::MAX_HOLDER_ID)?;
+    m.add("MAX_LEADER_VALUE", fencelock::MAX_LEADER_VALUE)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

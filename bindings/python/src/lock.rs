@@ -1,5 +1,6 @@
 //! `Lock` (sync), `AsyncLock` (asyncio), their shared base `LockBase`, and
-//! their `LostSignal`.
+//! their `LostSignal`. The leaderships of `election.rs` derive from
+//! `LockBase` too.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,8 +100,9 @@ fn none(py: Python<'_>) -> PyResult<Py<PyAny>> {
 }
 
 /// What `Lock` and `AsyncLock` share: their state and everything that only
-/// reads it. The private Python base class `_LockBase` of both; each adds
-/// its own `extend`, `release` and (async) context manager.
+/// reads it. The private Python base class `_LockBase` of both (and, through
+/// `_LeadershipBase`, of the leaderships); each adds its own `extend`,
+/// `release` and (async) context manager.
 #[pyclass(name = "_LockBase", module = "fencelock", subclass, frozen)]
 pub struct LockBase {
     inner: Arc<LockInner>,
@@ -108,10 +110,44 @@ pub struct LockBase {
 }
 
 impl LockBase {
-    /// The base part of a new `Lock` or `AsyncLock`.
-    fn init(py: Python<'_>, inner: Arc<LockInner>) -> PyResult<PyClassInitializer<Self>> {
+    /// The base part of a new `Lock`, `AsyncLock`, `Leadership` or `AsyncLeadership`.
+    pub(crate) fn init(py: Python<'_>, inner: Arc<LockInner>) -> PyResult<PyClassInitializer<Self>> {
         let lost = Py::new(py, LostSignal { inner: inner.clone() })?;
         Ok(PyClassInitializer::from(LockBase { inner, lost }))
+    }
+
+    /// The core lock (for the leadership classes, which read it under other names).
+    pub(crate) fn core_lock(&self) -> &fencelock::Lock {
+        &self.inner.lock
+    }
+
+    /// Releases, waiting with the GIL released (`release`, `resign`, `with`).
+    pub(crate) fn release_blocking(&self, py: Python<'_>) -> PyResult<()> {
+        let task = self.inner.release_task();
+        rt::wait(py, task)?.map_err(|e| crate::errors::core_error(py, e))
+    }
+
+    /// What leaving a `with` block does: releases, and raises a release
+    /// error only when the block itself raised nothing (its exception wins).
+    pub(crate) fn release_on_exit(&self, py: Python<'_>, block_raised: bool) -> PyResult<bool> {
+        let result = self.release_blocking(py);
+        if !block_raised {
+            result?;
+        }
+        Ok(false)
+    }
+
+    /// An awaitable release (`release`, `resign`, `async with`); errors are
+    /// dropped when `quiet`.
+    pub(crate) fn release_awaitable<'py>(&self, py: Python<'py>, quiet: bool) -> PyResult<Bound<'py, PyAny>> {
+        let task = self.inner.release_task();
+        asyncio::awaitable(py, async move {
+            let result = task.await;
+            Deferred::new(move |py| match result {
+                Err(err) if !quiet => Err(crate::errors::core_error(py, err)),
+                _ => Ok(py.None()),
+            })
+        })
     }
 }
 
@@ -150,7 +186,7 @@ impl LockBase {
 
     /// `"held"`, `"released"` or `"lost"`.
     #[getter]
-    fn status(&self) -> &'static str {
+    pub(crate) fn status(&self) -> &'static str {
         self.inner.status()
     }
 
@@ -190,9 +226,7 @@ impl Lock {
 
     /// Releases, for `release`, `__exit__` and `LockContext`.
     pub(crate) fn release_now(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        let task = slf.as_super().get().inner.release_task();
-        rt::wait(py, task)?.map_err(|e| crate::errors::core_error(py, e))
+        slf.as_super().get().release_blocking(slf.py())
     }
 }
 
@@ -225,11 +259,7 @@ impl Lock {
         _exc_value: Option<&Bound<'_, PyAny>>,
         _traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let result = Self::release_now(slf);
-        if exc_type.is_none() {
-            result?;
-        }
-        Ok(false)
+        slf.as_super().get().release_on_exit(slf.py(), exc_type.is_some())
     }
 }
 
@@ -246,14 +276,7 @@ impl AsyncLock {
 
     /// An awaitable release; errors are dropped when `quiet`.
     pub(crate) fn release_awaitable<'py>(slf: &Bound<'py, Self>, quiet: bool) -> PyResult<Bound<'py, PyAny>> {
-        let task = slf.as_super().get().inner.release_task();
-        asyncio::awaitable(slf.py(), async move {
-            let result = task.await;
-            Deferred::new(move |py| match result {
-                Err(err) if !quiet => Err(crate::errors::core_error(py, err)),
-                _ => Ok(py.None()),
-            })
-        })
+        slf.as_super().get().release_awaitable(slf.py(), quiet)
     }
 }
 
@@ -274,9 +297,7 @@ impl AsyncLock {
     }
 
     fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let me: Py<PyAny> = slf.into_any().unbind();
-        asyncio::awaitable(py, async move { Deferred::new(move |_| Ok(me)) })
+        asyncio::ready(slf.py(), slf.into_any().unbind())
     }
 
     /// Releases the lock; a release error is raised only when the block

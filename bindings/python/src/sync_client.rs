@@ -8,11 +8,13 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
-use crate::args::{AcquireArgs, client_builder, resource_arg, text_arg};
-use crate::calls::{acquire, inspect_py, try_acquire};
+use crate::args::{AcquireArgs, CampaignArgs, client_builder, resource_arg, text_arg};
+use crate::calls::{acquire, campaign, inspect_py, try_acquire};
+use crate::election::Leadership;
 use crate::errors::core_error;
 use crate::fence::fenced_args;
 use crate::lock::{Lock, LockInner};
+use crate::observe::Observation;
 use crate::rt;
 
 /// A distributed lock client over one Redis node (single-node lock) or N
@@ -99,6 +101,38 @@ impl Client {
             args,
             lock: Mutex::new(None),
         })
+    }
+
+    /// Campaigns to lead the election `name`: waits in line (woken by push)
+    /// until elected, then announces `value` (bytes, or str as UTF-8; at
+    /// most `MAX_LEADER_VALUE` bytes) to observers and returns the
+    /// `Leadership`. `ttl` is the leader's lease in seconds (renewed while
+    /// it leads); `wait` bounds the wait (None: until elected).
+    ///
+    /// Raises `LockTimeoutError` when `wait` passed (`NotAcquiredError`
+    /// when `wait` is 0), `InvalidArgumentError` for a bad name, ttl or
+    /// value. An election is a lock on its name: do not lock that name
+    /// for anything else.
+    #[pyo3(signature = (name, ttl=None, wait=None, value=None))]
+    fn campaign(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        wait: Option<&Bound<'_, PyAny>>,
+        value: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Leadership>> {
+        let args = CampaignArgs::parse(name, ttl, wait, value)?;
+        let task = campaign(self.inner.clone(), args.name, args.options);
+        let won = rt::wait(py, task)?.map_err(|e| core_error(py, e))?;
+        Leadership::create(py, won)
+    }
+
+    /// Follows the election `name`: an iterator of `Leader`s, the current
+    /// one (if any), then each new one as it is elected (by push). Close it
+    /// (or use `with`) to stop following.
+    fn observe(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Observation> {
+        Observation::start(py, &self.inner, name)
     }
 
     /// Writes `value` to the Redis hash `key` on the first node only if

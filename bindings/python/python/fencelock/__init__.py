@@ -10,6 +10,10 @@ increasing per resource. Sync (:class:`Client`) and asyncio
 >>> with client.lock("reports:nightly", ttl=30, wait=5) as lock:  # doctest: +SKIP
 ...     client.fenced_set("report:state", "running", lock.fence)
 
+Leader election: ``client.campaign(name, ttl=, value=)`` waits until elected and
+returns a :class:`Leadership` (``epoch``, ``lost``, ``resign()``, ``with``);
+``client.observe(name)`` iterates over each new :class:`Leader`.
+
 Forking: a client made before ``fork()`` raises :class:`ClosedError` in
 the child. Create clients after forking (in each multiprocessing worker, or in
 gunicorn's ``post_fork`` hook), or use the ``spawn`` start method.
@@ -50,19 +54,25 @@ from ._native import (
     MAX_DRIFT_FACTOR,
     MAX_FENCING_TOKEN,
     MAX_HOLDER_ID,
+    MAX_LEADER_VALUE,
     MAX_PREFIX_LEN,
     MAX_RESOURCE_LEN,
     MAX_TTL,
     MAX_WAIT,
     MIN_TTL,
     AsyncClient,
+    AsyncLeadership,
     AsyncLock,
     AsyncLockContext,
+    AsyncObservation,
     Client,
     Fence,
+    Leader,
+    Leadership,
     Lock,
     LockContext,
     LostSignal,
+    Observation,
     __version__,
     settle,
 )
@@ -74,8 +84,10 @@ atexit.register(settle)
 
 __all__ = [
     "AsyncClient",
+    "AsyncLeadership",
     "AsyncLock",
     "AsyncLockContext",
+    "AsyncObservation",
     "AuthError",
     "Client",
     "ClosedError",
@@ -87,6 +99,8 @@ __all__ = [
     "InternalError",
     "InvalidArgumentError",
     "Lock",
+    "Leader",
+    "Leadership",
     "LockContext",
     "LockLostError",
     "LockTimeoutError",
@@ -94,6 +108,7 @@ __all__ = [
     "MAX_DRIFT_FACTOR",
     "MAX_FENCING_TOKEN",
     "MAX_HOLDER_ID",
+    "MAX_LEADER_VALUE",
     "MAX_PREFIX_LEN",
     "MAX_RESOURCE_LEN",
     "MAX_TTL",
@@ -102,6 +117,7 @@ __all__ = [
     "NodeReport",
     "NotAcquiredError",
     "NotHeldError",
+    "Observation",
     "StaleTokenError",
     "TlsError",
     "UnavailableError",

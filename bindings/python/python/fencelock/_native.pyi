@@ -18,6 +18,8 @@ Any other string raises ``ConfigError``; anything but a string (such as the floa
 raises ``TypeError``. ``"1.3"`` cannot be applied to ``rediss+cluster://`` nodes
 (``ConfigError``: restrict those with the servers' ``tls-protocols``).
 """
+_LeaderValue = Union[bytes, str]
+"""What a leader announces: bytes, or text (sent as UTF-8); at most ``MAX_LEADER_VALUE`` bytes."""
 _OnLost = Callable[[str, str], object]
 """``on_lost(resource, reason)``, called on a worker thread when a held lock is lost."""
 
@@ -77,19 +79,27 @@ MAX_FENCING_TOKEN: int
 """Largest fencing token handed out (2**53 - 1)."""
 MAX_HOLDER_ID: int
 """Largest holder id of a fence (fits a signed 64-bit SQL column)."""
+MAX_LEADER_VALUE: int
+"""Longest value a leader may announce, in bytes."""
 __version__: str
 __all__ = [
     "AsyncClient",
+    "AsyncLeadership",
     "AsyncLock",
     "AsyncLockContext",
+    "AsyncObservation",
     "Client",
     "Fence",
+    "Leader",
+    "Leadership",
     "Lock",
     "LockContext",
     "LostSignal",
     "MAX_DRIFT_FACTOR",
     "MAX_FENCING_TOKEN",
     "MAX_HOLDER_ID",
+    "MAX_LEADER_VALUE",
+    "Observation",
     "MAX_PREFIX_LEN",
     "MAX_RESOURCE_LEN",
     "MAX_TTL",
@@ -180,6 +190,100 @@ class AsyncLock(_LockBase):
         traceback: Optional[TracebackType],
     ) -> Coroutine[Any, Any, None]: ...
 
+@disjoint_base
+class _LeadershipBase(_LockBase):
+    """What :class:`Leadership` and :class:`AsyncLeadership` share (a private base class).
+
+    A leadership is a lock on the election's name: ``epoch`` is its fencing token, ``name``
+    its resource, ``is_leader()`` its ``is_held()``; ``lost`` and ``fence`` are the lock's.
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def value(self) -> bytes: ...
+    def is_leader(self) -> bool: ...
+
+@final
+class Leadership(_LeadershipBase):
+    """Leadership of an election (sync API); a context manager that resigns on exit."""
+
+    def resign(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+
+@final
+class AsyncLeadership(_LeadershipBase):
+    """Leadership of an election (asyncio API); an async context manager that resigns on exit."""
+
+    def resign(self) -> Coroutine[Any, Any, None]: ...
+    def __aenter__(self) -> Coroutine[Any, Any, Self]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Coroutine[Any, Any, None]: ...
+
+@final
+class Leader:
+    """A leader as observers learn of it: the value it announced and its epoch."""
+
+    def __new__(cls, value: _LeaderValue, epoch: int) -> Self: ...
+    @property
+    def value(self) -> bytes: ...
+    @property
+    def epoch(self) -> int: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Observation:
+    """The leaders of one election (``Client.observe``): an iterator; closes on ``with`` exit."""
+
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> Leader: ...
+    def next(self, timeout: Optional[_Seconds] = None) -> Optional[Leader]: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool: ...
+
+@final
+class AsyncObservation:
+    """The leaders of one election (``AsyncClient.observe``): an async iterator."""
+
+    def __aiter__(self) -> Self: ...
+    def __anext__(self) -> Coroutine[Any, Any, Leader]: ...
+    def next(self, timeout: Optional[_Seconds] = None) -> Coroutine[Any, Any, Optional[Leader]]: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None: ...
+    def __aenter__(self) -> Coroutine[Any, Any, Self]: ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Coroutine[Any, Any, None]: ...
+
 @final
 class LockContext:
     """``Client.lock(...)``: acquires on entry, releases on exit."""
@@ -233,6 +337,14 @@ class Client:
         wait: Optional[_Seconds] = None,
         **options: Unpack[LockOptions],
     ) -> LockContext: ...
+    def campaign(
+        self,
+        name: str,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        value: Optional[_LeaderValue] = None,
+    ) -> Leadership: ...
+    def observe(self, name: str) -> Observation: ...
     def fenced_set(self, key: str, value: str, fence: _FenceArg) -> None: ...
     def fenced_get(self, key: str) -> Optional[tuple[str, int]]: ...
     def inspect(self, resource: str) -> list[dict[str, Any]]: ...
@@ -284,6 +396,14 @@ class AsyncClient:
         wait: Optional[_Seconds] = None,
         **options: Unpack[LockOptions],
     ) -> AsyncLockContext: ...
+    def campaign(
+        self,
+        name: str,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        value: Optional[_LeaderValue] = None,
+    ) -> Coroutine[Any, Any, AsyncLeadership]: ...
+    def observe(self, name: str) -> AsyncObservation: ...
     def fenced_set(self, key: str, value: str, fence: _FenceArg) -> Coroutine[Any, Any, None]: ...
     def fenced_get(self, key: str) -> Coroutine[Any, Any, Optional[tuple[str, int]]]: ...
     def inspect(self, resource: str) -> Coroutine[Any, Any, list[dict[str, Any]]]: ...
