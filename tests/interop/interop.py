@@ -5,7 +5,11 @@ lock, at the same time.
 
 Pass: the counter is exact (no lost update), no two critical sections
 overlap, and fencing tokens strictly increase in grant order across all
-languages. Run by tests/interop/run.sh, which builds every worker first:
+languages. Then one election, every language: the same workers campaign
+instead (FENCELOCK_INTEROP_ELECT=1), each leader announcing its language, and
+the same checks hold for their leaderships (epochs are fencing tokens); an
+observer from the Python front must learn leaders only as they were elected,
+in rising epochs. Run by tests/interop/run.sh, which builds every worker first:
 
     python3 tests/interop/interop.py --nodes 5 --iterations 6
 """
@@ -19,9 +23,11 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, NamedTuple
+from typing import Dict, List, NamedTuple, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "target"
@@ -58,8 +64,11 @@ class Section(NamedTuple):
     end: int
 
 
-def workers(nodes: str, resource: str, iterations: int, counter: Path, log: Path) -> Dict[str, List[str]]:
-    """The command of each language's worker; all share one contract."""
+def workers(
+    nodes: str, resource: str, iterations: int, counter: Path, log: Path, elect: bool = False
+) -> Dict[str, List[str]]:
+    """The command of each language's worker; all share one contract (with
+    `elect`, the environment's FENCELOCK_INTEROP_ELECT=1 tells the others)."""
     args = [nodes, resource, str(iterations), str(counter), str(log)]
     python = os.environ.get("FENCELOCK_PYTHON", sys.executable)
     return {
@@ -83,6 +92,7 @@ def workers(nodes: str, resource: str, iterations: int, counter: Path, log: Path
             str(counter),
             "--log-file",
             str(log),
+            *(["--elect"] if elect else []),
         ],
     }
 
@@ -165,6 +175,58 @@ def check(sections: List[Section], counter: int, expected: int, languages: List[
     return problems
 
 
+def check_observed(observed: List[Tuple[str, int]], sections: List[Section]) -> List[str]:
+    """What an election's observer saw against the leaderships logged: only
+    leaders that were elected (value = the language that logged that epoch),
+    in strictly rising epochs, and at least one."""
+    problems = []
+    elected = {(s.language, s.token) for s in sections}
+    if not observed:
+        problems.append("the observer learned of no leader")
+    for seen in observed:
+        if seen not in elected:
+            problems.append(f"the observer reported {seen}, which no worker logged as its leadership")
+    for before, after in zip(observed, observed[1:]):
+        if after[1] <= before[1]:
+            problems.append(f"observed epochs not rising: {before} then {after}")
+    return problems
+
+
+class Observer(threading.Thread):
+    """Follows an election through the Python front, recording (value, epoch)."""
+
+    def __init__(self, urls: List[str], name: str) -> None:
+        super().__init__(daemon=True)
+        import fencelock
+
+        self.client = fencelock.Client(urls)
+        self.observation = self.client.observe(name)
+        self.seen: List[Tuple[str, int]] = []
+
+    def run(self) -> None:
+        for leader in self.observation:
+            self.seen.append((leader.value.decode(), leader.epoch))
+
+    def wait_subscribed(self, urls: List[str], name: str) -> None:
+        """Until every node counts a subscriber on the election's channel (5 s at most)."""
+        import redis
+
+        nodes = [redis.Redis.from_url(url) for url in urls]
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            counts = [dict(node.pubsub_numsub(f"fencelock:leader:{name}")).get(f"fencelock:leader:{name}".encode(), 0)
+                      for node in nodes]
+            if all(counts):
+                return
+            time.sleep(0.02)
+
+    def stop(self) -> List[Tuple[str, int]]:
+        self.observation.close()
+        self.join(timeout=10)
+        self.client.close()
+        return self.seen
+
+
 def checker_catches_violations() -> bool:
     """The verdict must be able to fail: synthetic logs with each violation."""
     good = [Section("c", 1, 0, 10), Section("node", 2, 11, 20)]
@@ -176,6 +238,10 @@ def checker_catches_violations() -> bool:
         and any("not increasing" in p for p in check(backwards, 2, 2, ["c", "node"]))
         and any("lost" in p for p in check(good, 1, 2, ["c", "node"]))
         and any("no critical section" in p for p in check(good, 2, 2, ["c", "node", "rust"]))
+        and not check_observed([("c", 1), ("node", 2)], good)
+        and any("no worker logged" in p for p in check_observed([("c", 1), ("c", 2)], good))
+        and any("not rising" in p for p in check_observed([("node", 2), ("c", 1)], good))
+        and any("no leader" in p for p in check_observed([], good))
     )
 
 
@@ -222,17 +288,25 @@ def check_independent_implementation() -> List[str]:
     return problems
 
 
-def run(node_count: int, iterations: int, languages: List[str]) -> bool:
+def run(node_count: int, iterations: int, languages: List[str], elect: bool = False) -> bool:
     harness, urls = start_nodes(node_count)
+    observer = None
     try:
         with tempfile.TemporaryDirectory(prefix="fencelock-interop-") as tmp:
             counter, log = Path(tmp) / "counter", Path(tmp) / "log"
             counter.write_text("0\n", encoding="utf-8")
             log.touch()
-            resource = f"interop-{node_count}-{os.getpid()}"
-            every = workers(",".join(urls), resource, iterations, counter, log)
+            resource = f"interop-{'election-' if elect else ''}{node_count}-{os.getpid()}"
+            every = workers(",".join(urls), resource, iterations, counter, log, elect)
             commands = {name: every[name] for name in languages}
-            running = {name: subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True) for name, cmd in commands.items()}
+            env = {**os.environ, "FENCELOCK_INTEROP_ELECT": "1" if elect else "0"}
+            if elect:
+                observer = Observer(urls, resource)
+                observer.start()
+                observer.wait_subscribed(urls, resource)
+            running = {
+                name: subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env) for name, cmd in commands.items()
+            }
             failed = []
             for name, process in running.items():
                 _, stderr = process.communicate(timeout=600)
@@ -241,15 +315,23 @@ def run(node_count: int, iterations: int, languages: List[str]) -> bool:
             sections = read_log(log)
             expected = iterations * len(commands)
             problems = failed + check(sections, int(counter.read_text().strip()), expected, list(commands))
+            if observer is not None:
+                observed = observer.stop()
+                problems += check_observed(observed, sections)
     finally:
         assert harness.stdin is not None
         harness.stdin.close()
         harness.wait(timeout=30)
     per_language = Counter(s.language for s in sections)
     print(
-        f"{node_count} node(s): {len(sections)} critical sections from "
+        f"{node_count} node(s){', one election' if elect else ''}: {len(sections)} "
+        + ("leaderships" if elect else "critical sections")
+        + " from "
         + ", ".join(f"{lang} {n}" for lang, n in sorted(per_language.items()))
     )
+    if observer is not None:
+        print(f"  the Python observer learned of {len(observed)} of them by push, epochs rising: "
+              + " → ".join(f"{value}:{epoch}" for value, epoch in observed[:8]))
     if sections:
         print(f"  fencing tokens {sections[0].token} … {sections[-1].token}, strictly increasing in grant order")
         print("  first grants: " + " → ".join(f"{s.language}:{s.token}" for s in sections[:8]))
@@ -284,6 +366,7 @@ def main() -> int:
             print(f"  FAIL {problem}")
         results.append(not problems)
     results += [run(count, options.iterations, languages) for count in options.nodes or [5, 1]]
+    results.append(run(3, max(2, options.iterations // 2), languages, elect=True))
     print("interop:", "PASS" if all(results) else "FAIL")
     return 0 if all(results) else 1
 

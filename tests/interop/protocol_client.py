@@ -143,12 +143,21 @@ local fields = redis.call('HMGET', KEYS[1], 'value', 'fence')
 if not fields[2] then return false end
 return fields
 """,
+    "ANNOUNCE": """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. redis.sha1hex(ARGV[1]) .. ' ' .. ARGV[3])
+local prefix = string.match(KEYS[1], '^[^{]*')
+local name = string.sub(KEYS[1], #prefix + 2, -2)
+redis.call('PUBLISH', prefix .. 'leader:' .. name, ARGV[2] .. ' ' .. ARGV[3])
+return 1
+""",
 }
 SHAS = {  # §3, as printed; checked against the sources at import time
     "ACQUIRE": "585f70ed3f34f900f3175f17159a2572d1281d0c", "RELEASE": "5c42d9596834b9b8b0eb62ee5d220b756c6d7a87",
     "LEAVE": "bc238c92905275bfcee4f483ba5a4321ae7c2c96",
     "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
+    "ANNOUNCE": "24386894b776be97d7f8edfcf82681b94ef95547",
 }
 for _n, _s in SOURCES.items():
     assert hashlib.sha1(_s.encode()).hexdigest() == SHAS[_n], _n
@@ -287,7 +296,9 @@ class ProtocolClient:
             for i, nd in enumerate(self.nodes):
                 ps = nd.client.pubsub(ignore_subscribe_messages=True)
                 ps.subscribe(**{f"{self.prefix}wake:{self.client_id}": lambda m, i=i: self._woken(i, m)})
-                self._subscribers.append(ps.run_in_thread(sleep_time=0.05, daemon=True))
+                # A lost subscription is a lost hint (§4.9): the thread ends, waits fall back on pauses.
+                self._subscribers.append(ps.run_in_thread(sleep_time=0.05, daemon=True,
+                                                          exception_handler=lambda e, ps, t: t.stop()))
 
     def _woken(self, node, message):
         waiter = message["data"].decode().split(" ", 1)[0]
@@ -358,6 +369,14 @@ class ProtocolClient:
         bases = [(sent, ttl_ms) if _is_int(r) else None for r in res]
         return ProtocolLock(self, resource, token, fence, ttl_ms, bases), None
 
+    def campaign(self, resource, ttl_ms=30000, wait_ms=10000, value="redis-py"):  # §4.10; None = timeout
+        lock = self.acquire(resource, ttl_ms, wait_ms)
+        if lock is not None:  # ANNOUNCE to all N nodes; leadership does not depend on it
+            keys = [self.lock_key(resource), self.lock_key(resource) + ":leader"]
+            args = [lock._token, str(lock.fencing_token), value]
+            cf.wait([nd.submit("ANNOUNCE", keys, args) for nd in self.nodes], self.timeout)
+        return lock
+
     def acquire(self, resource, ttl_ms=30000, wait_ms=10000, fair=False):  # §4.3, §4.9; None = timeout
         _check_ttl(ttl_ms)
         self.lock_key(resource)
@@ -423,9 +442,10 @@ class ProtocolClient:
 
 def _worker(a):
     client = ProtocolClient(a.nodes.split(","), key_prefix=a.prefix)
+    take = client.campaign if a.elect else client.acquire
     try:
         for _ in range(a.iterations):
-            lock = client.acquire(a.resource, a.ttl_ms, a.wait_ms)
+            lock = take(a.resource, a.ttl_ms, a.wait_ms)
             if lock is None:
                 raise ProtocolError("timeout", f"could not acquire {a.resource!r}")
             start = time.time_ns()
@@ -455,6 +475,7 @@ if __name__ == "__main__":
     w.add_argument("--prefix", default="fencelock:")
     w.add_argument("--ttl-ms", type=int, default=10000)
     w.add_argument("--wait-ms", type=int, default=60000)
+    w.add_argument("--elect", action="store_true", help="campaign (§4.10) instead of locking, announcing 'redis-py'")
     try:
         _worker(p.parse_args())
     except Exception as e:  # any failure: message on stderr, non-zero exit

@@ -1,5 +1,7 @@
 // Interop worker (.NET front on Mono): ITERATIONS times, take the lock, do a
 // non-atomic read-modify-write of the counter file, log the critical section.
+// With FENCELOCK_INTEROP_ELECT=1 it campaigns instead (announcing "dotnet")
+// and logs its epoch.
 //   mono InteropWorker.exe NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 using System;
 using System.Diagnostics;
@@ -20,19 +22,33 @@ static class InteropWorker
     {
         string resource = args[1], counter = args[3], log = args[4];
         int iterations = int.Parse(args[2]);
+        bool elect = Environment.GetEnvironmentVariable("FENCELOCK_INTEROP_ELECT") == "1";
         using (var client = new FenceLockClient(args[0].Split(',')))
         {
             for (int i = 0; i < iterations; i++)
             {
-                var handle = await client.AcquireAsync(resource, TimeSpan.FromSeconds(10), TimeSpan.FromSeconds(120));
+                IAsyncDisposable held;
+                ulong token;
+                if (elect)
+                {
+                    var leadership = await client.CampaignAsync(resource, TimeSpan.FromSeconds(10),
+                        TimeSpan.FromSeconds(120), "dotnet");
+                    held = leadership;
+                    token = leadership.Epoch;
+                }
+                else
+                {
+                    var handle = await client.AcquireAsync(resource, TimeSpan.FromSeconds(10), TimeSpan.FromSeconds(120));
+                    held = handle;
+                    token = handle.FencingToken;
+                }
                 long start = NowNs();
                 string text = File.ReadAllText(counter).Trim();
                 long value = text.Length == 0 ? 0 : long.Parse(text);
                 Thread.Sleep(3); // widen the window a lost update needs
                 File.WriteAllText(counter, (value + 1) + "\n");
-                File.AppendAllText(log, "dotnet " + handle.FencingToken + " " + start + " " + NowNs() + "\n");
-                await handle.ReleaseAsync();
-                handle.Dispose();
+                File.AppendAllText(log, "dotnet " + token + " " + start + " " + NowNs() + "\n");
+                await held.DisposeAsync(); // releases (resigns), then frees
             }
         }
     }

@@ -1,5 +1,7 @@
 /* Interop worker (C ABI): ITERATIONS times, take the lock, do a non-atomic
- * read-modify-write of the counter file, log the critical section.
+ * read-modify-write of the counter file, log the critical section. With
+ * FENCELOCK_INTEROP_ELECT=1 it campaigns instead (announcing "c"); the
+ * leadership is a lock whose fencing token is the epoch.
  *   worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated) */
 #define _POSIX_C_SOURCE 200809L
 #include <fencelock.h>
@@ -31,10 +33,13 @@ int main(int argc, char **argv) {
   fencelock_error *error = NULL;
   if (fencelock_client_new(urls, count, NULL, &client, &error) != FENCELOCK_STATUS_OK) return fail("connect", error);
   free(list);
+  const char *elect = getenv("FENCELOCK_INTEROP_ELECT");
   for (int i = 0; i < atoi(argv[3]); i++) {
     fencelock_lock *lock = NULL;
-    if (fencelock_acquire(client, argv[2], 10000, 120000, &lock, &error) != FENCELOCK_STATUS_OK)
-      return fail("acquire", error);
+    fencelock_status taken = elect != NULL && strcmp(elect, "1") == 0
+                                 ? fencelock_campaign(client, argv[2], 10000, 120000, (const uint8_t *)"c", 1, &lock, &error)
+                                 : fencelock_acquire(client, argv[2], 10000, 120000, &lock, &error);
+    if (taken != FENCELOCK_STATUS_OK) return fail("acquire", error);
     uint64_t token = 0;
     fencelock_lock_fencing_token(lock, &token);
     unsigned long long start = now_ns();

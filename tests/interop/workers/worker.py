@@ -1,9 +1,12 @@
 """Interop worker (Python front): ITERATIONS times, take the lock, do a
 non-atomic read-modify-write of the counter file, log the critical section.
+With FENCELOCK_INTEROP_ELECT=1 it campaigns instead (announcing "python") and
+logs its epoch.
 
     python worker.py NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 """
 
+import os
 import sys
 import time
 
@@ -12,9 +15,15 @@ import fencelock
 
 def main() -> None:
     nodes, resource, iterations, counter, log = sys.argv[1:6]
+    elect = os.environ.get("FENCELOCK_INTEROP_ELECT") == "1"
     with fencelock.Client(nodes.split(",")) as client:
         for _ in range(int(iterations)):
-            with client.lock(resource, ttl=10, wait=120) as lock:
+            held = (
+                client.campaign(resource, ttl=10, wait=120, value="python")
+                if elect
+                else client.lock(resource, ttl=10, wait=120)
+            )
+            with held as lock:  # a leadership's fencing token is its epoch
                 start = time.time_ns()
                 with open(counter, encoding="utf-8") as f:
                     value = int(f.read().strip() or 0)
