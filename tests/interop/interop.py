@@ -212,11 +212,10 @@ class Observer(threading.Thread):
         import redis
 
         nodes = [redis.Redis.from_url(url) for url in urls]
+        channel = f"fencelock:leader:{name}"
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            counts = [dict(node.pubsub_numsub(f"fencelock:leader:{name}")).get(f"fencelock:leader:{name}".encode(), 0)
-                      for node in nodes]
-            if all(counts):
+            if all(node.pubsub_numsub(channel)[0][1] for node in nodes):
                 return
             time.sleep(0.02)
 
@@ -330,8 +329,8 @@ def run(node_count: int, iterations: int, languages: List[str], elect: bool = Fa
         + ", ".join(f"{lang} {n}" for lang, n in sorted(per_language.items()))
     )
     if observer is not None:
-        print(f"  the Python observer learned of {len(observed)} of them by push, epochs rising: "
-              + " → ".join(f"{value}:{epoch}" for value, epoch in observed[:8]))
+        learned = " → ".join(f"{value}:{epoch}" for value, epoch in observed[:8])
+        print(f"  the Python observer learned of {len(observed)} of them by push, epochs rising: {learned}")
     if sections:
         print(f"  fencing tokens {sections[0].token} … {sections[-1].token}, strictly increasing in grant order")
         print("  first grants: " + " → ".join(f"{s.language}:{s.token}" for s in sections[:8]))
