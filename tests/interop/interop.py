@@ -287,6 +287,90 @@ def check_independent_implementation() -> List[str]:
     return problems
 
 
+# A Node holder for woken_across_languages: takes the lock, says so, releases
+# when told (a line on stdin) and says when the release was answered.
+NODE_HOLDER = """
+const readline = require('node:readline');
+const { Client } = require(process.argv[1]);
+(async () => {
+  const client = new Client({ nodes: process.argv[2].split(',') });
+  const lock = await client.acquire(process.argv[3], { ttl: 10000, wait: 0 });
+  console.log('held');
+  const lines = readline.createInterface({ input: process.stdin });
+  await new Promise((resolve) => lines.once('line', resolve));
+  lines.close();
+  await lock.release();
+  console.log('released');
+  await client.close();
+})().catch((error) => { console.error(error.message); process.exit(1); });
+"""
+
+
+def woken_across_languages(rounds: int = 5) -> List[str]:
+    """A Python waiter is woken by a Node release (protocol.md §4.9): each
+    round it is granted well inside the pause a waiter without the wake-up
+    would sleep (at least 1/6 of its 1 s lease), and the release sent exactly
+    one wake-up."""
+    import fencelock
+    import redis
+
+    harness, urls = start_nodes(1)
+    problems, handoffs = [], []
+    try:
+        node = redis.Redis.from_url(urls[0])
+        client = fencelock.Client(urls)
+        for round_ in range(rounds):
+            resource = f"woken-{os.getpid()}-{round_}"
+            holder = subprocess.Popen(
+                ["node", "-e", NODE_HOLDER, str(ROOT / "bindings/node"), ",".join(urls), resource],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert holder.stdin is not None and holder.stdout is not None
+            if holder.stdout.readline().strip() != "held":
+                problems.append("the Node holder did not take the lock")
+                break
+            granted: List[float] = []
+            waiter = threading.Thread(target=lambda: granted.append(wait_for(client, resource)))
+            waiter.start()
+            while node.zcard(f"fencelock:{{{resource}}}:queue") == 0:  # the Python waiter is in line
+                time.sleep(0.005)
+            wakes = node.info("commandstats").get("cmdstat_publish", {}).get("calls", 0)
+            holder.stdin.write("release\n")
+            holder.stdin.flush()
+            asked = time.monotonic()
+            waiter.join(timeout=15)
+            holder.wait(timeout=15)
+            woke = node.info("commandstats").get("cmdstat_publish", {}).get("calls", 0) - wakes
+            if not granted:
+                problems.append(f"round {round_}: the Python waiter was never granted")
+                continue
+            handoffs.append(granted[0] - asked)
+            if woke != 1:
+                problems.append(f"round {round_}: the Node release sent {woke} wake-ups, expected 1")
+        client.close()
+    finally:
+        assert harness.stdin is not None
+        harness.stdin.close()
+        harness.wait(timeout=30)
+    # The gap includes asking the Node process to release; a waiter left to
+    # its pause would sleep at least 166 ms.
+    if handoffs and max(handoffs) >= 0.15:
+        problems.append(f"a Python waiter took {max(handoffs) * 1000:.0f} ms after the Node release: not woken")
+    shown = ", ".join(f"{h * 1000:.1f}" for h in handoffs)
+    print(f"a Python waiter woken by a Node release: granted {shown} ms after asking, one wake-up each")
+    return problems
+
+
+def wait_for(client: "object", resource: str) -> float:
+    """Waits for the lock through the Python front; the moment it was granted."""
+    lock = client.acquire(resource, ttl=10, wait=10)  # type: ignore[attr-defined]
+    granted = time.monotonic()
+    lock.release()
+    return granted
+
+
 def run(node_count: int, iterations: int, languages: List[str], elect: bool = False) -> bool:
     harness, urls = start_nodes(node_count)
     observer = None
@@ -361,6 +445,11 @@ def main() -> int:
         print("FAIL the checker missed a synthetic violation")
     if "redis-py" in languages:
         problems = check_independent_implementation()
+        for problem in problems:
+            print(f"  FAIL {problem}")
+        results.append(not problems)
+    if {"python", "node"} <= set(languages):
+        problems = woken_across_languages()
         for problem in problems:
             print(f"  FAIL {problem}")
         results.append(not problems)
