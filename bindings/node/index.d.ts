@@ -11,10 +11,10 @@
  */
 
 import type * as native from './native'
-import type { FencedValue, NodeLockState } from './native'
+import type { FencedValue, Leader, NodeLockState } from './native'
 
 // The addon's result types are the package's own.
-export type { FencedValue, NodeLockState }
+export type { FencedValue, Leader, NodeLockState }
 
 /**
  * Client settings. Only `nodes` is required. The native addon's options
@@ -58,6 +58,24 @@ export interface AcquireOptions extends TryAcquireOptions {
   /** How long to keep retrying while the lock is busy, in ms (default the client's, 10000); 0 means one attempt. */
   wait?: number
   /** Cancels a waiting acquire: the promise rejects with `signal.reason`, and nothing of the attempt is left on Redis. */
+  signal?: AbortSignal
+}
+
+/** Options of one `campaign`. */
+export interface CampaignOptions {
+  /** The leader's lease, in ms (10 to 2^31-1; default the client's, 30000): a leader that stops renewing is replaced about one ttl later. */
+  ttl?: number
+  /** How long to wait to be elected, in ms; omitted, the campaign waits until elected. Then rejects with `LockTimeoutError` (`NotAcquiredError` when 0). */
+  wait?: number
+  /** What observers learn about this leader (an address, an id): a string (UTF-8) or bytes, at most `MAX_LEADER_VALUE` bytes (else `InvalidArgumentError`). Default empty. */
+  value?: string | Uint8Array
+  /** Cancels a waiting campaign: the promise rejects with `signal.reason`, and nothing of the attempt is left on Redis. */
+  signal?: AbortSignal
+}
+
+/** Options of one `observe`. */
+export interface ObserveOptions {
+  /** Ends the observation when aborted (the `for await` loop then finishes normally). */
   signal?: AbortSignal
 }
 
@@ -125,9 +143,22 @@ export declare class Client implements AsyncDisposable {
   /** Each node's view of `resource` (held, ttl, fencing counter), for operators. */
   inspect(resource: string): Promise<NodeLockState[]>
   /**
-   * Refuses new operations from now on (they reject with `ClosedError`);
-   * held locks can still be released. Nothing the client made keeps the
-   * process alive afterwards.
+   * Campaigns to lead the election `name`: waits in line until elected (or
+   * up to `wait` ms: `LockTimeoutError`), announces `value` to observers and
+   * resolves with the leadership. An election is a lock on its name: do not
+   * also lock that name for anything else.
+   */
+  campaign(name: string, options?: CampaignOptions): Promise<Leadership>
+  /**
+   * Follows the election `name`: `for await (const leader of client.observe(name))`
+   * yields the current leader (if any), then each new one. Throws at once for
+   * a bad name or a closed client (`ClosedError`).
+   */
+  observe(name: string, options?: ObserveOptions): Observation
+  /**
+   * Refuses new operations from now on (they reject with `ClosedError`) and
+   * ends every open observation; held locks and leaderships can still be
+   * released. Nothing the client made keeps the process alive afterwards.
    */
   close(): Promise<void>
   /** Same as `close()`, for `await using client = new Client(…)`. */
@@ -140,7 +171,7 @@ export declare class Client implements AsyncDisposable {
  * its ttl.
  */
 export declare class Lock implements AsyncDisposable {
-  private constructor()
+  protected constructor()
   /** The fencing token: strictly greater than every earlier holder's. Pass it with every write to the protected storage. */
   readonly fencingToken: bigint
   /** What a fenced write of this holder carries: the token and this grant's holder id. */
@@ -162,6 +193,46 @@ export declare class Lock implements AsyncDisposable {
   /** Releases the lock on every node; rejects with `NotHeldError` if it had been lost or released before. */
   release(): Promise<void>
   /** Releases the lock unless it was released or lost already (for `await using`). */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * Leadership won by `Client#campaign`: a lock on the election's name (so it
+ * is also a `Lock`), renewed while held. Its `signal` aborts (reason: a
+ * `LockLostError`) when leadership is lost; `resign()` or `await using` gives
+ * it up at once, and the next candidate wins.
+ */
+export declare class Leadership extends Lock {
+  protected constructor()
+  /** The election's name (the lock's `resource`). */
+  readonly name: string
+  /** This leader's epoch, its fencing token: strictly greater than every earlier leader's. Write with `leadership.fence`. */
+  readonly epoch: bigint
+  /** The value announced to observers. */
+  readonly value: Buffer
+  /** True while this is still the leader, as far as this process can know. */
+  isLeader(): boolean
+  /** Gives up leadership at once; rejects with `NotHeldError` if it had been lost or given up before. */
+  resign(): Promise<void>
+}
+
+/**
+ * The leaders of one election (`Client#observe`), in increasing epochs: the
+ * current one first, then each new one; a slow reader skips to the latest.
+ * It never ends by itself: `break`, `return()`, `close()`, its `AbortSignal`
+ * or the client's `close()` ends it. While a `next()` is pending it keeps the
+ * process alive, as a socket does; an observation nobody reads does not.
+ */
+export declare class Observation implements AsyncIterable<Leader>, AsyncDisposable {
+  private constructor()
+  /** The next leader, or `{ done: true }` once the observation ended. */
+  next(): Promise<IteratorResult<Leader, undefined>>
+  /** Ends the observation (what `break` calls). */
+  return(): Promise<IteratorResult<Leader, undefined>>
+  /** Ends the observation now; a pending `next()` resolves `{ done: true }`. */
+  close(): void
+  [Symbol.asyncIterator](): Observation
+  /** Ends the observation (`await using`). */
   [Symbol.asyncDispose](): Promise<void>
 }
 
@@ -252,6 +323,8 @@ export declare const MAX_RESOURCE_LEN: number
 export declare const MAX_PREFIX_LEN: number
 /** The largest clock-drift factor accepted (0.1). */
 export declare const MAX_DRIFT_FACTOR: number
+/** The longest value a leader may announce, in bytes (65536). */
+export declare const MAX_LEADER_VALUE: number
 /** The largest fencing token handed out (2n**53n-1n). */
 export declare const MAX_FENCING_TOKEN: bigint
 /** The version of the native addon. */

@@ -8,8 +8,11 @@
  * callbacks it calls back into JavaScript with, and exports the public names.
  * The API itself is in `lib/`:
  *
- * - `lib/client.js`: `Client` (acquire, tryAcquire, using, fenced writes, close).
+ * - `lib/client.js`: `Client` (acquire, tryAcquire, using, campaign, observe,
+ *   fenced writes, close).
  * - `lib/lock.js`: `Lock` (its lazy `AbortSignal`, `Symbol.asyncDispose`).
+ * - `lib/leadership.js`: `Leadership`, the `Lock` a won campaign holds.
+ * - `lib/observation.js`: `Observation`, the async iterable of an election's leaders.
  * - `lib/fence.js`: `Fence`, what a fenced write carries.
  * - `lib/errors.js`: the error classes; `lib/make-error.js`: `makeError`, which the addon calls.
  * - `lib/lost.js`: the `LockLostError` a lost lock's signal aborts with, and
@@ -29,6 +32,8 @@ const { keepPolling } = require('./lib/polling.js')
 const { LIMITS } = require('./lib/args.js')
 const { Fence } = require('./lib/fence.js')
 const { Lock } = require('./lib/lock.js')
+const { Leadership } = require('./lib/leadership.js')
+const { Observation } = require('./lib/observation.js')
 const { Client } = require('./lib/client.js')
 
 native.init(makeError, reportError, keepPolling)
@@ -43,11 +48,14 @@ const MAX_FENCING_TOKEN = LIMITS.maxFencingToken
 const MAX_RESOURCE_LEN = LIMITS.maxResourceLen
 const MAX_PREFIX_LEN = LIMITS.maxPrefixLen
 const MAX_DRIFT_FACTOR = LIMITS.maxDriftFactor
+const MAX_LEADER_VALUE = LIMITS.maxLeaderValue
 const VERSION = native.VERSION
 
 module.exports = {
   Client,
   Lock,
+  Leadership,
+  Observation,
   Fence,
   // Each class of lib/errors.js (a spread of require() is a form Node's ES
   // module loader reads, so index.mjs re-exports every class by name).
@@ -60,5 +68,6 @@ module.exports = {
   MAX_RESOURCE_LEN,
   MAX_PREFIX_LEN,
   MAX_DRIFT_FACTOR,
+  MAX_LEADER_VALUE,
   VERSION,
 }

@@ -41,6 +41,22 @@ export declare class NativeClient {
    */
   tryAcquire(resource: string, options: LockOptions): Promise<unknown | null>
   /**
+   * Campaigns to lead the election `name`: waits until elected (or up to
+   * `options.waitMs`, then rejects with `LockTimeoutError`), announces
+   * `options.value` to observers, and resolves with the lock handle of
+   * the leadership (a lock on `name`; its fencing token is the epoch).
+   * A value over `MAX_LEADER_VALUE` bytes rejects with
+   * `InvalidArgumentError`. `canceller` stops the wait as for `acquire`.
+   */
+  campaign(name: string, options: CampaignOptions, canceller?: Canceller | undefined | null): Promise<unknown>
+  /**
+   * Starts following the election `name` (subscribing on every node at
+   * once); `next()` on the result gives each new leader. Throws
+   * `ClosedError` after `close`, `InvalidArgumentError` for a name the
+   * core refuses.
+   */
+  observe(name: string): NativeObservation
+  /**
    * Writes `value` to the hash `key` on the first node, only if the fence
    * (`fencingToken`, `holder`) is newer than the last write's: a larger
    * token, or the same token from the same grant (holder 0: a bare token);
@@ -51,8 +67,41 @@ export declare class NativeClient {
   fencedGet(key: string): Promise<FencedValue | null>
   /** Each node's view of `resource`. */
   inspect(resource: string): Promise<NodeLockState[]>
-  /** Refuses new operations from now on. Held locks can still be released. */
+  /**
+   * Refuses new operations from now on and ends every observation this
+   * client started (their pending `next()` resolves `null`). Held locks
+   * can still be released.
+   */
   close(): void
+}
+
+/**
+ * The native observation behind `Observation` in `lib/observation.js`
+ * (made by `NativeClient#observe`).
+ */
+export declare class NativeObservation {
+  /**
+   * The next leader: the current one first (if any), then each new one;
+   * a slow caller skips to the latest. Resolves `null` once the
+   * observation is stopped. One call at a time: calling again while one
+   * is pending throws.
+   */
+  next(): Promise<Leader | null>
+  /**
+   * Stops the observation: its subscriptions end and a pending `next()`
+   * resolves `null`. Idempotent.
+   */
+  close(): void
+}
+
+/** Options of one campaign, as checked by `lib/args.js`. */
+export interface CampaignOptions {
+  /** The leader's lease, in ms (absent: the client's default ttl). */
+  ttlMs?: number
+  /** How long to wait to be elected, in ms (absent: until elected). */
+  waitMs?: number
+  /** What observers learn about this leader (absent: empty). */
+  value?: Buffer
 }
 
 /** Client settings, as validated by the JavaScript layer (all optional but `nodes`). */
@@ -122,6 +171,14 @@ export interface FencedValue {
  */
 export declare function init(makeError: (kind: string, message: string, resource: string | null, nodes: string[][]) => Error, reportError: (error: unknown) => void, keepPolling: () => void): void
 
+/** A leader, as observers learn of it. */
+export interface Leader {
+  /** The value the leader announced (`options.value` of its campaign). */
+  value: Buffer
+  /** Its epoch: its fencing token, larger than every earlier leader's. */
+  epoch: bigint
+}
+
 /** The core's limits. */
 export declare function limits(): Limits
 
@@ -143,6 +200,8 @@ export interface Limits {
   maxFencingToken: bigint
   /** The largest holder id of a fence. */
   maxHolderId: bigint
+  /** The longest value a leader may announce, in bytes. */
+  maxLeaderValue: number
 }
 
 /** Sets the ttl to `ttlMs` from now on a majority, by compare-and-pexpire. */

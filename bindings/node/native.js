@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.Canceller = nativeBinding.Canceller
 module.exports.NativeClient = nativeBinding.NativeClient
+module.exports.NativeObservation = nativeBinding.NativeObservation
 module.exports.init = nativeBinding.init
 module.exports.limits = nativeBinding.limits
 module.exports.lockExtend = nativeBinding.lockExtend

@@ -99,6 +99,26 @@ const LOCK_OPTIONS = {
 const ACQUIRE_OPTIONS = [...Object.keys(LOCK_OPTIONS), 'signal']
 const TRY_OPTIONS = ACQUIRE_OPTIONS.filter((name) => name !== 'wait' && name !== 'signal')
 
+/**
+ * What a leader announces: a string (as UTF-8) or bytes, copied so that a
+ * later change to the caller's buffer changes nothing. Its length is the
+ * core's to check (`InvalidArgumentError` over `MAX_LEADER_VALUE` bytes).
+ */
+function leaderValue(name, value) {
+  if (value === undefined) return undefined
+  if (typeof value === 'string') return Buffer.from(value, 'utf8')
+  if (value instanceof Uint8Array) return Buffer.from(value)
+  throw new TypeError(`${name} must be a string or a Buffer/Uint8Array, got ${describe(value)}`)
+}
+
+/**
+ * The options of one campaign: a lock's ttl and wait (an absent wait waits
+ * until elected), and the value announced to observers.
+ */
+const CAMPAIGN_OPTIONS = { ttl: LOCK_OPTIONS.ttl, wait: LOCK_OPTIONS.wait, value: ['value', leaderValue] }
+
+const CAMPAIGN_ALLOWED = [...Object.keys(CAMPAIGN_OPTIONS), 'signal']
+
 /** Checks `opts` against `table` and returns the native options object it describes. */
 function checked(opts, table, allowed) {
   const given = options('options', opts, allowed)
@@ -114,6 +134,23 @@ function checked(opts, table, allowed) {
 function lockArgs(opts, allowed) {
   const native = checked(opts, LOCK_OPTIONS, allowed)
   return { native, signal: abortSignal('options.signal', opts?.signal) }
+}
+
+/** Checked campaign options: `{ native, signal }`, `native` for the addon (`native.value` a Buffer copy or absent). */
+function campaignArgs(opts) {
+  const native = checked(opts, CAMPAIGN_OPTIONS, CAMPAIGN_ALLOWED)
+  return { native, signal: abortSignal('options.signal', opts?.signal) }
+}
+
+/** Checked observe options: `{ signal }`. */
+function observeArgs(opts) {
+  const given = options('options', opts, ['signal'])
+  return { signal: abortSignal('options.signal', given.signal) }
+}
+
+/** The name of an election: checked as a resource is, and named `name` in errors. */
+function electionArg(name) {
+  return text('name', name, { maxBytes: LIMITS.maxResourceLen })
 }
 
 const TLS_VERSIONS = ['1.2', '1.3']
@@ -215,6 +252,9 @@ module.exports = {
   ACQUIRE_OPTIONS,
   TRY_OPTIONS,
   lockArgs,
+  campaignArgs,
+  observeArgs,
+  electionArg,
   clientArgs,
   tokenArg,
 }

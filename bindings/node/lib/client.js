@@ -1,9 +1,23 @@
 'use strict'
 
 const native = require('../native.js')
-const { LIMITS, describe, text, resourceArg, ACQUIRE_OPTIONS, TRY_OPTIONS, lockArgs, clientArgs } = require('./args.js')
+const {
+  LIMITS,
+  describe,
+  text,
+  resourceArg,
+  ACQUIRE_OPTIONS,
+  TRY_OPTIONS,
+  lockArgs,
+  campaignArgs,
+  observeArgs,
+  electionArg,
+  clientArgs,
+} = require('./args.js')
 const { fenceArg } = require('./fence.js')
 const { toLock, asyncDispose } = require('./lock.js')
+const { Leadership } = require('./leadership.js')
+const { Observation } = require('./observation.js')
 
 /**
  * A client of one Redis node (single-node lock) or of N independent masters
@@ -27,30 +41,7 @@ class Client {
       return Promise.reject(error)
     }
     if (args.signal === undefined) return this.#native.acquire(resource, args.native).then(toLock)
-    return this.#acquireWithSignal(resource, args.native, args.signal)
-  }
-
-  async #acquireWithSignal(resource, options, signal) {
-    signal.throwIfAborted()
-    const canceller = new native.Canceller()
-    const onAbort = () => canceller.cancel()
-    signal.addEventListener('abort', onAbort, { once: true })
-    let lock
-    try {
-      lock = toLock(await this.#native.acquire(resource, options, canceller))
-    } catch (error) {
-      if (signal.aborted) throw signal.reason
-      throw error
-    } finally {
-      signal.removeEventListener('abort', onAbort)
-    }
-    if (signal.aborted) {
-      // The grant won the race with the abort: nobody wants this lock now.
-      // Release it rather than leave its key blocking the resource for its ttl.
-      lock.release().catch(() => {})
-      throw signal.reason
-    }
-    return lock
+    return cancellable(args.signal, (canceller) => this.#native.acquire(resource, args.native, canceller), toLock)
   }
 
   /** One attempt: the lock, or `null` when it is held elsewhere. */
@@ -86,6 +77,39 @@ class Client {
     }
     await lock[asyncDispose]()
     return result
+  }
+
+  /**
+   * Campaigns to lead the election `name`: waits in line until elected (or
+   * up to `wait` ms, then rejects with `LockTimeoutError`), announces `value`
+   * to observers and resolves with the `Leadership`. An `AbortSignal` cancels
+   * the wait as it cancels an acquire.
+   */
+  campaign(name, options) {
+    let args
+    try {
+      electionArg(name)
+      args = campaignArgs(options)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    const value = args.native.value ?? Buffer.alloc(0)
+    const toLeadership = (handle) => new Leadership(handle, value)
+    if (args.signal === undefined) return this.#native.campaign(name, args.native).then(toLeadership)
+    return cancellable(args.signal, (canceller) => this.#native.campaign(name, args.native, canceller), toLeadership)
+  }
+
+  /**
+   * Follows the election `name`: an async iterable of its leaders
+   * (`{ value, epoch }`), the current one first. Throws at once for a bad
+   * name (`TypeError`/`RangeError`) or a closed client (`ClosedError`).
+   * `break`, `options.signal` or `close()` ends it.
+   */
+  observe(name, options) {
+    electionArg(name)
+    const { signal } = observeArgs(options)
+    if (signal?.aborted) return new Observation(null)
+    return new Observation(this.#native.observe(name), signal)
   }
 
   /**
@@ -127,8 +151,9 @@ class Client {
   }
 
   /**
-   * Refuses new operations (they reject with `ClosedError`). Held locks can
-   * still be released. Nothing keeps the process alive afterwards.
+   * Refuses new operations (they reject with `ClosedError`) and ends every
+   * open observation. Held locks and leaderships can still be released.
+   * Nothing keeps the process alive afterwards.
    */
   async close() {
     this.#native.close()
@@ -138,6 +163,34 @@ class Client {
   [asyncDispose]() {
     return this.close()
   }
+}
+
+/**
+ * Runs `start(canceller)` (an addon call that waits for a lock) under
+ * `signal`, and resolves with `wrap(handle)`. An abort cancels the wait and
+ * rejects with `signal.reason`, as the platform's own APIs do.
+ */
+async function cancellable(signal, start, wrap) {
+  signal.throwIfAborted()
+  const canceller = new native.Canceller()
+  const onAbort = () => canceller.cancel()
+  signal.addEventListener('abort', onAbort, { once: true })
+  let lock
+  try {
+    lock = wrap(await start(canceller))
+  } catch (error) {
+    if (signal.aborted) throw signal.reason
+    throw error
+  } finally {
+    signal.removeEventListener('abort', onAbort)
+  }
+  if (signal.aborted) {
+    // The grant won the race with the abort: nobody wants this lock now.
+    // Release it rather than leave its key blocking the resource for its ttl.
+    lock.release().catch(() => {})
+    throw signal.reason
+  }
+  return lock
 }
 
 module.exports = { Client }

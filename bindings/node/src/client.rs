@@ -1,15 +1,19 @@
 //! `NativeClient`: the core client, connected in the background.
 
+use std::future::Future;
+use std::sync::{Mutex, Weak};
+
 use napi::Env;
-use napi::bindgen_prelude::{BigInt, PromiseRaw, ToNapiValue};
+use napi::bindgen_prelude::{BigInt, Buffer, PromiseRaw, ToNapiValue};
 use napi_derive::napi;
 
-use fencelock::{Client, LockOptions, RetryPolicy, TlsVersion};
+use fencelock::{CampaignOptions, Client, Lock, LockOptions, RetryPolicy, TlsVersion};
 
 use crate::args::{millis, opt_millis, throw};
 use crate::bridge;
 use crate::errors;
 use crate::lock::{self, Canceller, LockHandle};
+use crate::observe::{Following, NativeObservation};
 use crate::values::{null, undefined};
 
 /// Client settings, as validated by the JavaScript layer (all optional but `nodes`).
@@ -77,6 +81,17 @@ pub struct NativeLockOptions {
     pub fair: Option<bool>,
 }
 
+/// Options of one campaign, as checked by `lib/args.js`.
+#[napi(object, js_name = "CampaignOptions")]
+pub struct NativeCampaignOptions {
+    /// The leader's lease, in ms (absent: the client's default ttl).
+    pub ttl_ms: Option<f64>,
+    /// How long to wait to be elected, in ms (absent: until elected).
+    pub wait_ms: Option<f64>,
+    /// What observers learn about this leader (absent: empty).
+    pub value: Option<Buffer>,
+}
+
 /// What `fencedGet` reads: the value and the fencing token of the write that stored it.
 #[napi(object)]
 pub struct FencedValue {
@@ -105,6 +120,9 @@ pub struct NodeLockState {
 #[napi]
 pub struct NativeClient {
     client: Client,
+    /// The observations this client started, stopped by `close`. Weak: an
+    /// observation garbage-collected meanwhile has stopped already.
+    observations: Mutex<Vec<Weak<Following>>>,
 }
 
 #[napi]
@@ -116,7 +134,10 @@ impl NativeClient {
         let client = builder(&env, options)?
             .start()
             .map_err(|err| errors::throw(&env, &err))?;
-        Ok(NativeClient { client })
+        Ok(NativeClient {
+            client,
+            observations: Mutex::new(Vec::new()),
+        })
     }
 
     /// Takes the lock, waiting up to `options.waitMs` while it is busy;
@@ -133,7 +154,9 @@ impl NativeClient {
         canceller: Option<&Canceller>,
     ) -> napi::Result<PromiseRaw<'env, LockHandle>> {
         let options = options.to_core(env)?;
-        self.acquire_with(env, resource, options, canceller, false)
+        let client = self.client.clone();
+        let attempt = async move { client.acquire(&resource, options).await.map(Some) };
+        lock_promise(env, attempt, canceller)
     }
 
     /// One attempt (`options.waitMs` plays no part): resolves `null` when the
@@ -146,7 +169,53 @@ impl NativeClient {
         options: NativeLockOptions,
     ) -> napi::Result<PromiseRaw<'env, Option<LockHandle>>> {
         let options = options.to_core(env)?;
-        self.acquire_with(env, resource, options, None, true)
+        let client = self.client.clone();
+        let attempt = async move { client.try_acquire(&resource, options).await };
+        lock_promise(env, attempt, None)
+    }
+
+    /// Campaigns to lead the election `name`: waits until elected (or up to
+    /// `options.waitMs`, then rejects with `LockTimeoutError`), announces
+    /// `options.value` to observers, and resolves with the lock handle of
+    /// the leadership (a lock on `name`; its fencing token is the epoch).
+    /// A value over `MAX_LEADER_VALUE` bytes rejects with
+    /// `InvalidArgumentError`. `canceller` stops the wait as for `acquire`.
+    #[napi(ts_return_type = "Promise<unknown>")]
+    pub fn campaign<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        options: NativeCampaignOptions,
+        canceller: Option<&Canceller>,
+    ) -> napi::Result<PromiseRaw<'env, LockHandle>> {
+        let options = options.to_core(env)?;
+        let client = self.client.clone();
+        let attempt = async move {
+            let leadership = client.campaign(&name, options).await?;
+            Ok(Some(leadership.into_lock()))
+        };
+        lock_promise(env, attempt, canceller)
+    }
+
+    /// Starts following the election `name` (subscribing on every node at
+    /// once); `next()` on the result gives each new leader. Throws
+    /// `ClosedError` after `close`, `InvalidArgumentError` for a name the
+    /// core refuses.
+    #[napi]
+    pub fn observe(&self, env: Env, name: String) -> napi::Result<NativeObservation> {
+        let observation = self
+            .client
+            .observe(&name)
+            .map_err(|err| errors::throw(&env, &err))?;
+        let (native, following) = NativeObservation::new(observation);
+        let mut observations = self
+            .observations
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Forget the stopped or collected ones, so a long-lived client's list stays short.
+        observations.retain(|weak| weak.upgrade().is_some_and(|following| !following.is_stopped()));
+        observations.push(following);
+        Ok(native)
     }
 
     /// Writes `value` to the hash `key` on the first node, only if the fence
@@ -220,43 +289,47 @@ impl NativeClient {
         })
     }
 
-    /// Refuses new operations from now on. Held locks can still be released.
+    /// Refuses new operations from now on and ends every observation this
+    /// client started (their pending `next()` resolves `null`). Held locks
+    /// can still be released.
     #[napi]
     pub fn close(&self) {
         self.client.close();
+        let observations = std::mem::take(
+            &mut *self
+                .observations
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        for following in observations.iter().filter_map(Weak::upgrade) {
+            following.stop();
+        }
     }
 }
 
-impl NativeClient {
-    fn acquire_with<'env, T>(
-        &self,
-        env: &'env Env,
-        resource: String,
-        options: LockOptions,
-        canceller: Option<&Canceller>,
-        try_once: bool,
-    ) -> napi::Result<PromiseRaw<'env, T>> {
-        let state = bridge::state(env.raw())?;
-        let client = self.client.clone();
-        let canceller = canceller.map(Canceller::core);
-        let work = async move {
-            let attempt = async {
-                if try_once {
-                    client.try_acquire(&resource, options).await
-                } else {
-                    client.acquire(&resource, options).await.map(Some)
-                }
-            };
-            match canceller {
-                None => attempt.await,
-                Some(canceller) => canceller.run(attempt).await?,
-            }
-        };
-        state.promise(work, |env, lock| match lock {
-            Some(lock) => lock::handle(env, lock),
-            None => null(env),
-        })
-    }
+/// A promise for the lock `attempt` takes: resolved with its lock handle,
+/// or `null` for none (`tryAcquire` found it held). Under `canceller`, a
+/// cancelled attempt rejects with `CancelledError` and leaves nothing held.
+fn lock_promise<'env, T, F>(
+    env: &'env Env,
+    attempt: F,
+    canceller: Option<&Canceller>,
+) -> napi::Result<PromiseRaw<'env, T>>
+where
+    F: Future<Output = fencelock::Result<Option<Lock>>> + Send + 'static,
+{
+    let state = bridge::state(env.raw())?;
+    let canceller = canceller.map(Canceller::core);
+    let work = async move {
+        match canceller {
+            None => attempt.await,
+            Some(canceller) => canceller.run(attempt).await?,
+        }
+    };
+    state.promise(work, |env, lock| match lock {
+        Some(lock) => lock::handle(env, lock),
+        None => null(env),
+    })
 }
 
 fn builder(env: &Env, o: ClientOptions) -> napi::Result<fencelock::ClientBuilder> {
@@ -348,6 +421,25 @@ impl NativeLockOptions {
         }
         if let Some(on) = self.fair {
             options = options.fair(on);
+        }
+        Ok(options)
+    }
+}
+
+impl NativeCampaignOptions {
+    fn to_core(&self, env: &Env) -> napi::Result<CampaignOptions> {
+        // Without a ttl the client's default applies, as for `acquire`;
+        // without a wait, the campaign waits until elected.
+        let mut options = CampaignOptions::default();
+        if let Some(ttl) = opt_millis(env, "ttl", self.ttl_ms)? {
+            options = options.ttl(ttl);
+        }
+        if let Some(wait) = opt_millis(env, "wait", self.wait_ms)? {
+            options = options.wait(wait);
+        }
+        if let Some(value) = &self.value {
+            // Its length is the core's to check (InvalidArgumentError).
+            options = options.value(value.to_vec());
         }
         Ok(options)
     }

@@ -12,6 +12,7 @@ mod bridge;
 mod client;
 mod errors;
 mod lock;
+mod observe;
 mod values;
 
 use napi::bindgen_prelude::{BigInt, Function};
@@ -23,6 +24,7 @@ pub use lock::{
     Canceller, LockHandle, lock_extend, lock_fencing_token, lock_holder, lock_is_held, lock_release,
     lock_remaining_ms, lock_renewals, lock_resource, lock_status, lock_watch_lost,
 };
+pub use observe::{Leader, NativeObservation};
 
 /// Installs the JavaScript hooks: `makeError(kind, message, resource, nodes)`
 /// builds the error class of a core error kind, `reportError(error)`
@@ -73,6 +75,8 @@ pub struct Limits {
     pub max_fencing_token: BigInt,
     /// The largest holder id of a fence.
     pub max_holder_id: BigInt,
+    /// The longest value a leader may announce, in bytes.
+    pub max_leader_value: u32,
 }
 
 /// The core's limits.
@@ -87,6 +91,7 @@ pub fn limits() -> Limits {
         max_drift_factor: fencelock::MAX_DRIFT_FACTOR,
         max_fencing_token: BigInt::from(fencelock::MAX_FENCING_TOKEN),
         max_holder_id: BigInt::from(fencelock::MAX_HOLDER_ID),
+        max_leader_value: fencelock::MAX_LEADER_VALUE as u32,
     }
 }
 

@@ -12,7 +12,7 @@ const { RedisNodes, unique } = require('./helpers.js')
 const PACKAGE = path.resolve(__dirname, '..')
 const TS = path.join(__dirname, 'ts')
 
-test('TypeScript `await using` releases the lock at block exit', async () => {
+test('TypeScript `await using` releases the lock (and resigns a leadership) at block exit', async () => {
   const tsc = require.resolve('typescript/bin/tsc', { paths: [PACKAGE] })
   execFileSync(process.execPath, [tsc, '-p', path.join(TS, 'tsconfig.json')], { stdio: 'inherit' })
   const nodes = await RedisNodes.start(1)
@@ -31,6 +31,9 @@ test('TypeScript `await using` releases the lock at block exit', async () => {
     assert.equal(result.reacquired, true, 'the lock was free after the block')
     assert.ok(BigInt(result.usingToken) > BigInt(result.token))
     assert.equal(result.error, null)
+    // `await using` a leadership, and `for await` over observe().
+    assert.equal(result.election.seen, `host-a:1@${result.election.epoch}`)
+    assert.equal(result.election.free, true, 'the election was free after the block')
     assert.equal(await nodes.call(0, 'EXISTS', `fencelock:{${resource}}`), '0')
   } finally {
     await nodes.stop()

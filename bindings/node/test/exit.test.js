@@ -1,8 +1,8 @@
 'use strict'
 
 // The process exits by itself after `client.close()`: nothing the addon made
-// (threadsafe functions, lost-lock watchers, the runtime's threads) keeps the
-// event loop alive. Each scenario runs in a child process; the deadline is
+// (threadsafe functions, lost-lock watchers, observations, the runtime's
+// threads) keeps the event loop alive. Each scenario runs in a child process; the deadline is
 // generous (the exit is normally immediate), so a slow machine does not fail it.
 
 const { test, before, after } = require('node:test')
@@ -68,6 +68,18 @@ const scenarios = {
     await client.close()`,
   'close() without any operation': `
     await client.close()`,
+  'a leadership held with its signal watched, and an observation nobody reads': `
+    const leadership = await client.campaign('exit:d', { ttl: 1000 })
+    leadership.signal.addEventListener('abort', () => {})
+    globalThis.keep = [leadership, client.observe('exit:d')]
+    await client.close()`,
+  'a for await over an observation, ended by close()': `
+    await client.campaign('exit:e', { ttl: 1000 })
+    let seen = 0
+    const loop = (async () => { for await (const leader of client.observe('exit:e')) seen += 1 })()
+    while (seen === 0) await new Promise((r) => setTimeout(r, 10))
+    await client.close()
+    await loop`,
 }
 
 for (const [name, body] of Object.entries(scenarios)) {
@@ -80,6 +92,18 @@ for (const [name, body] of Object.entries(scenarios)) {
     assert.match(result.out, /closed/)
   })
 }
+
+test('an observation being read keeps the process alive until close() ends it, as a socket does', async () => {
+  // The timer is unreferenced: it fires only if the waiting observation keeps
+  // the event loop alive; otherwise the process exits early, never printing.
+  const result = await runChild(`
+    const loop = (async () => { for await (const leader of client.observe('exit:f')) {} })()
+    setTimeout(() => client.close(), 300).unref()
+    await loop`)
+  assert.equal(result.timedOut, false, 'the child did not exit by itself after close()')
+  assert.equal(result.code, 0)
+  assert.match(result.out, /closed/, 'the process exited while its observation was waiting')
+})
 
 test("an unhandled rejection of a user promise is the user's: the addon creates none of its own", async () => {
   // A client whose nodes are all unreachable: the connection fails in the

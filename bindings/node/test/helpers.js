@@ -47,8 +47,13 @@ class RedisNodes {
     const nextLine = () =>
       new Promise((resolve, reject) => {
         if (buffered.length > 0) return resolve(buffered.shift())
-        waiting.push(resolve)
-        child.once('exit', (code) => reject(new Error(`redis-nodes exited (${code})`)))
+        const onExit = (code) => reject(new Error(`redis-nodes exited (${code})`))
+        // Removed once the line came: a test making many calls adds no listeners.
+        child.once('exit', onExit)
+        waiting.push((line) => {
+          child.removeListener('exit', onExit)
+          resolve(line)
+        })
       })
     const first = await nextLine()
     const { nodes } = JSON.parse(first)

@@ -34,6 +34,7 @@ test('limits are the vectors', () => {
   assert.equal(fencelock.MAX_FENCING_TOKEN, BigInt(limits.max_fencing_token))
   // JSON.parse rounds 2^63 - 1 to a double: read the digits themselves.
   assert.equal(fencelock.MAX_HOLDER_ID, BigInt(/"max_holder_id": (\d+)/.exec(VECTORS_TEXT)[1]))
+  assert.equal(fencelock.MAX_LEADER_VALUE, limits.max_leader_value_bytes)
 })
 
 /** The error class of a kind, by the naming rule in lib/errors.js. */

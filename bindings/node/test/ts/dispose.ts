@@ -1,6 +1,36 @@
 // Compiled by tsc (which down-levels `await using` for Node 20) and run by
 // test/dispose.test.js with the nodes' URLs in argv; prints one JSON line.
-import { Client, Lock, LockLostError, NotAcquiredError, type AcquireOptions } from 'fencelock'
+import {
+  Client,
+  Lock,
+  LockLostError,
+  NotAcquiredError,
+  type AcquireOptions,
+  type CampaignOptions,
+  type Leader,
+  type Leadership,
+} from 'fencelock'
+
+/** `await using` a leadership, and `for await` over the election's observers. */
+async function elect(client: Client, name: string): Promise<{ epoch: string; seen: string; free: boolean }> {
+  const options: CampaignOptions = { ttl: 5000, value: 'host-a:1' }
+  let epoch: bigint
+  let seen: Leader | undefined
+  {
+    await using leadership = await client.campaign(name, options)
+    epoch = leadership.epoch
+    const value: Buffer = leadership.value
+    const leading: boolean = leadership.isLeader() && !leadership.signal.aborted && value.length > 0
+    for await (const leader of client.observe(name)) {
+      if (leading) seen = leader
+      break
+    }
+  }
+  // The block exited: the leadership was resigned by Symbol.asyncDispose.
+  const next: Leadership | null = await client.campaign(name, { wait: 0 }).catch(() => null)
+  await next?.resign()
+  return { epoch: epoch.toString(), seen: `${seen?.value.toString()}@${seen?.epoch}`, free: next !== null }
+}
 
 async function main(): Promise<void> {
   const nodes: string[] = JSON.parse(process.argv[2] ?? '[]')
@@ -23,6 +53,7 @@ async function main(): Promise<void> {
     if (signal.reason instanceof LockLostError) throw signal.reason
     return lock.fencingToken
   })
+  const election = await elect(client, `${resource}:election`)
   const error = await client.acquire(resource, { wait: 0 }).then(
     (lock) => lock.release().then(() => null),
     (e: unknown) => (e instanceof NotAcquiredError ? e.code : String(e)),
@@ -35,6 +66,7 @@ async function main(): Promise<void> {
       reacquired,
       usingToken: result.toString(),
       error,
+      election,
     }),
   )
 }

@@ -1,6 +1,13 @@
 // Type-checked by `npm run typecheck` and test/dispose.test.js (never run):
 // the typings accept exactly the documented option values.
-import type { AcquireOptions, ClientOptions, FencedValue, NodeLockState } from 'fencelock'
+import type {
+  AcquireOptions,
+  CampaignOptions,
+  ClientOptions,
+  FencedValue,
+  NodeLockState,
+  ObserveOptions,
+} from 'fencelock'
 
 export const tls12: ClientOptions = { nodes: 'rediss://redis.internal:6380', tlsMinVersion: '1.2' }
 export const tls13: ClientOptions = { nodes: ['rediss://redis.internal:6380'], tlsMinVersion: '1.3' }
@@ -47,3 +54,17 @@ export const everyAcquireOption: AcquireOptions = {
 }
 // @ts-expect-error: fair is a boolean
 export const fairString: AcquireOptions = { fair: 'yes' }
+
+// Every campaign option; the value is text or bytes.
+export const everyCampaignOption: CampaignOptions = {
+  ttl: 10000,
+  wait: 2000,
+  value: 'host-a:8080',
+  signal: AbortSignal.timeout(1000),
+}
+export const bytesValue: CampaignOptions = { value: new Uint8Array([1, 2, 3]) }
+// @ts-expect-error: a value is text or bytes, not a number
+export const numberValue: CampaignOptions = { value: 42 }
+// @ts-expect-error: a leadership always renews; lock-only options are not campaign options
+export const campaignFair: CampaignOptions = { fair: true }
+export const observeOptions: ObserveOptions = { signal: AbortSignal.timeout(1000) }
