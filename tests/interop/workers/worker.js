@@ -1,5 +1,7 @@
 // Interop worker (Node front): ITERATIONS times, take the lock, do a
 // non-atomic read-modify-write of the counter file, log the critical section.
+// With FENCELOCK_INTEROP_ELECT=1 it campaigns instead (announcing "node"); a
+// leadership is a lock whose fencing token is its epoch.
 //   node worker.js NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 'use strict';
 
@@ -26,9 +28,14 @@ function nowNs() {
 async function main() {
   const [nodes, resource, iterations, counter, log] = process.argv.slice(2);
   const client = new Client({ nodes: nodes.split(',') });
+  const elect = process.env.FENCELOCK_INTEROP_ELECT === '1';
+  const take = () =>
+    elect
+      ? client.campaign(resource, { ttl: 10000, wait: 120000, value: 'node' })
+      : client.acquire(resource, { ttl: 10000, wait: 120000 });
   try {
     for (let i = 0; i < Number(iterations); i++) {
-      const lock = await client.acquire(resource, { ttl: 10000, wait: 120000 });
+      const lock = await take();
       const start = nowNs();
       const value = Number(fs.readFileSync(counter, 'utf8').trim() || '0');
       await sleep(3); // widen the window a lost update needs
