@@ -1224,7 +1224,8 @@ fencelock_status fencelock_lock_options_set_fair(struct fencelock_lock_options *
  * * `out`: receives the observation; read it with
  *   [`fencelock_observation_next`] or `_next_async`, free it with
  *   [`fencelock_observation_free`]. It holds one subscriber connection per
- *   node while it lives; free it before the client.
+ *   node while it runs. Freeing the client ends it (its subscriptions
+ *   close and `_next` returns `CLOSED`); it must still be freed.
  *
  * Statuses: `OK`; `INVALID_ARGUMENT` (bad name); `INVALID_UTF8`;
  * `NULL_ARGUMENT`; `CLOSED` (client freed, or used after `fork()`).

@@ -69,8 +69,8 @@ export declare class NativeClient {
   inspect(resource: string): Promise<NodeLockState[]>
   /**
    * Refuses new operations from now on and ends every observation this
-   * client started (their pending `next()` resolves `null`). Held locks
-   * can still be released.
+   * client started (the core ends them: a pending `next()` resolves
+   * `null`). Held locks can still be released.
    */
   close(): void
 }

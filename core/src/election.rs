@@ -40,10 +40,12 @@ pub struct CampaignOptions {
 
 impl CampaignOptions {
     /// Options with this lease: a leader that stops renewing (it died, or
-    /// lost its network) is replaced about one ttl later.
+    /// lost its network) is replaced about one ttl later. A leader renews its
+    /// lease whatever the client's default for locks
+    /// ([`crate::ClientBuilder::default_auto_renew`]).
     pub fn new(ttl: Duration) -> Self {
         CampaignOptions {
-            lock: LockOptions::new(ttl),
+            lock: LockOptions::new(ttl).auto_renew(true),
             ..CampaignOptions::default()
         }
     }

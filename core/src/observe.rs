@@ -41,15 +41,16 @@ pub struct Leader {
 /// No item says that there is no leader: a leader that resigned or died
 /// is followed by the next one to win.
 ///
-/// Dropping it stops observing (its subscriptions end).
+/// Dropping it stops observing (its subscriptions end), and so does closing
+/// its client ([`Client::close`]): then it yields `None`.
 pub struct Observation {
     next: ReusableBoxFuture<'static, (Option<Leader>, watch::Receiver<Option<Leader>>)>,
     task: AbortHandle,
 }
 
 impl Observation {
-    /// The next leader; `None` once the observation can no longer run
-    /// (the client's internal runtime is gone).
+    /// The next leader; `None` once the observation has ended: its client
+    /// was closed, or the client's internal runtime is gone.
     pub async fn next(&mut self) -> Option<Leader> {
         StreamExt::next(self).await
     }
@@ -156,6 +157,7 @@ impl Follower {
                     None => return,
                 },
                 () = self.leaders.closed() => return,
+                () = self.shared.closed() => return,
             };
             if let Some(leader) = leader {
                 self.leaders.send_if_modified(|current| {

@@ -4,6 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::backoff::RetryPolicy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::node_set::NodeSet;
@@ -27,6 +29,9 @@ pub(crate) struct ClientShared {
     pub(crate) wakeups: Wakeups,
     pid: u32,
     closed: AtomicBool,
+    /// Raised by [`ClientShared::close`], for the work that lasts until then
+    /// (observations of elections).
+    closing: CancellationToken,
 }
 
 impl ClientShared {
@@ -54,6 +59,7 @@ impl ClientShared {
             connect_timeout,
             pid: runtime::current_pid(),
             closed: AtomicBool::new(false),
+            closing: CancellationToken::new(),
         })
     }
 
@@ -81,8 +87,15 @@ impl ClientShared {
         Ok(())
     }
 
-    /// Refuses new operations from now on.
+    /// Refuses new operations from now on, and ends the work that lasts
+    /// until then.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        self.closing.cancel();
+    }
+
+    /// Resolves once the client is closed.
+    pub(crate) async fn closed(&self) {
+        self.closing.cancelled().await;
     }
 }

@@ -195,3 +195,40 @@ async fn campaign_and_observe_refuse_bad_input() {
     client.close();
     assert_eq!(client.observe("x").unwrap_err().kind(), ErrorKind::Closed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observations_end_when_their_client_closes() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = client(&nodes).await;
+    let mut idle = client.observe("closing").unwrap();
+    let waiting = subscribed_observer(&nodes, "closing").await;
+    let pending = tokio::spawn(async move {
+        let mut waiting = waiting;
+        waiting.next().await
+    });
+    tokio::time::sleep(ms(100)).await;
+    assert!(!pending.is_finished(), "nobody leads: the observation waits");
+    // The observer of `subscribed_observer` has its own client: close both.
+    client.close();
+    assert_eq!(
+        tokio::time::timeout(ms(1_000), idle.next()).await,
+        Ok(None),
+        "an observation of a closed client goes on"
+    );
+    let unsubscribed = wait_until(ms(2_000), || observers(&nodes[0], "closing") <= 1).await;
+    assert!(
+        unsubscribed,
+        "the closed client's observation kept its subscription"
+    );
+    pending.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_renews_even_where_the_client_does_not() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = builder(&nodes).default_auto_renew(false).build().await.unwrap();
+    let leader = client.campaign("renewed", campaign(300, "a")).await.unwrap();
+    tokio::time::sleep(ms(900)).await;
+    assert!(leader.is_leader(), "a leader's lease ran out: it was not renewed");
+    leader.resign().await.unwrap();
+}

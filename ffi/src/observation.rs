@@ -87,7 +87,8 @@ pub type fencelock_leader_callback = Option<
 /// * `out`: receives the observation; read it with
 ///   [`fencelock_observation_next`] or `_next_async`, free it with
 ///   [`fencelock_observation_free`]. It holds one subscriber connection per
-///   node while it lives; free it before the client.
+///   node while it runs. Freeing the client ends it (its subscriptions
+///   close and `_next` returns `CLOSED`); it must still be freed.
 ///
 /// Statuses: `OK`; `INVALID_ARGUMENT` (bad name); `INVALID_UTF8`;
 /// `NULL_ARGUMENT`; `CLOSED` (client freed, or used after `fork()`).
@@ -136,8 +137,8 @@ impl fencelock_observation {
             leader.ok_or_else(|| {
                 Failure::new(
                     fencelock_status::FENCELOCK_STATUS_CLOSED,
-                    "the observation ended: fencelock's runtime is gone (the process is exiting); \
-                     observe again from a new client",
+                    "the observation ended: its client was freed (or fencelock's runtime is gone as \
+                     the process exits); observe again from a live client",
                 )
             })
         }

@@ -166,7 +166,12 @@ void test_observation_calls_end_when_cancelled_or_freed(void) {
     if (!unsubscribed) sleep_ms(20);
   }
   CHECK(unsubscribed); /* freeing ended the subscription */
+  /* An observation outlives its client, ended: CLOSED at once, not a wait. */
+  CHECK_STATUS(fencelock_observe(client, name, &observation, NULL), FENCELOCK_STATUS_OK);
   fencelock_client_free(client);
+  fencelock_leader ended = {0};
+  CHECK_STATUS(fencelock_observation_next(observation, 2000, &ended, NULL), FENCELOCK_STATUS_CLOSED);
+  fencelock_observation_free(observation);
 }
 
 void test_bad_campaign_arguments(void) {

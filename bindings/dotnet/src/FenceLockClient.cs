@@ -171,8 +171,8 @@ namespace FenceLock
         /// Follows the election <paramref name="name"/>: enumerating yields the
         /// current leader (if there is one), then each new one as it announces
         /// itself, learned by push (with a read every 2 s as a safety net); a
-        /// reader slower than the elections skips to the latest. It never
-        /// ends by itself: stop with <c>break</c> or <paramref name="cancellationToken"/>
+        /// reader slower than the elections skips to the latest. It ends only
+        /// when the client is disposed: stop with <c>break</c> or <paramref name="cancellationToken"/>
         /// (<c>await foreach</c> then throws <see cref="OperationCanceledException"/>).
         /// Each enumeration holds one subscriber connection per node until it is disposed.
         /// </summary>

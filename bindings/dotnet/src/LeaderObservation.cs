@@ -9,7 +9,8 @@ namespace FenceLock
     /// The leaders of one election, from <see cref="FenceLockClient.ObserveAsync"/>:
     /// each enumeration follows the election on its own (one subscription per
     /// node) from the current leader on, and stops when it is disposed
-    /// (<c>await foreach</c> does that at the end of the loop).
+    /// (<c>await foreach</c> does that at the end of the loop) or ends when
+    /// the client is disposed.
     /// </summary>
     internal sealed class LeaderObservation : IAsyncEnumerable<Leader>
     {
@@ -54,9 +55,9 @@ namespace FenceLock
 
             /// <summary>
             /// Waits for the next leader (the first call: the current one, if
-            /// any). Never returns false: an election has no last leader.
-            /// Cancelling the enumeration's token cancels the wait
-            /// (<see cref="OperationCanceledException"/>).
+            /// any). False only once the client was disposed: an election has
+            /// no last leader. Cancelling the enumeration's token cancels the
+            /// wait (<see cref="OperationCanceledException"/>).
             /// </summary>
             public ValueTask<bool> MoveNextAsync()
             {
@@ -77,7 +78,9 @@ namespace FenceLock
 
             private async Task<bool> Advance(Task<Leader> next)
             {
-                Current = await next.ConfigureAwait(false);
+                var leader = await next.ConfigureAwait(false);
+                if (leader == null) return false;
+                Current = leader;
                 return true;
             }
         }

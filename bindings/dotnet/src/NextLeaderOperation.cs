@@ -4,7 +4,10 @@ using System.Threading;
 
 namespace FenceLock
 {
-    /// <summary><c>fencelock_observation_next_async</c> as a task of <see cref="Leader"/>.</summary>
+    /// <summary>
+    /// <c>fencelock_observation_next_async</c> as a task of <see cref="Leader"/>: null once the
+    /// observation ended (<c>CLOSED</c>: its client was disposed).
+    /// </summary>
     internal sealed class NextLeaderOperation : NativeOperation<Leader>
     {
         // Static: the native side holds only the function pointer.
@@ -36,6 +39,11 @@ namespace FenceLock
             {
                 NativeMethods.fencelock_error_free(error);
                 SetCanceled();
+            }
+            else if (status == (int)FenceLockStatus.Closed)
+            {
+                NativeMethods.fencelock_error_free(error);
+                TrySetResult(null);
             }
             else
             {

@@ -147,6 +147,13 @@ namespace FenceLock.Tests
                 await leaders.DisposeAsync();
                 await leader.DisposeAsync();
             }
+            var closing = new FenceLockClient(Tests.Single.Urls);
+            var followed = closing.ObserveAsync(Tests.Unique("closing")).GetAsyncEnumerator();
+            var pending = followed.MoveNextAsync().AsTask();
+            closing.Dispose();
+            Check.That(await Check.Within(pending, Deadline), "disposing the client ends a pending wait");
+            Check.That(!await pending, "the enumeration ends (MoveNextAsync is false)");
+            await followed.DisposeAsync();
             var closed = new FenceLockClient(Tests.Single.Urls);
             closed.Dispose();
             Check.ThrowsNow<ObjectDisposedException>(() => closed.CampaignAsync("x", TimeSpan.FromSeconds(1)));

@@ -1,7 +1,6 @@
 //! `NativeClient`: the core client, connected in the background.
 
 use std::future::Future;
-use std::sync::{Mutex, Weak};
 
 use napi::Env;
 use napi::bindgen_prelude::{BigInt, Buffer, PromiseRaw, ToNapiValue};
@@ -13,7 +12,7 @@ use crate::args::{millis, opt_millis, throw};
 use crate::bridge;
 use crate::errors;
 use crate::lock::{self, Canceller, LockHandle};
-use crate::observe::{Following, NativeObservation};
+use crate::observe::NativeObservation;
 use crate::values::{null, undefined};
 
 /// Client settings, as validated by the JavaScript layer (all optional but `nodes`).
@@ -120,9 +119,6 @@ pub struct NodeLockState {
 #[napi]
 pub struct NativeClient {
     client: Client,
-    /// The observations this client started, stopped by `close`. Weak: an
-    /// observation garbage-collected meanwhile has stopped already.
-    observations: Mutex<Vec<Weak<Following>>>,
 }
 
 #[napi]
@@ -134,10 +130,7 @@ impl NativeClient {
         let client = builder(&env, options)?
             .start()
             .map_err(|err| errors::throw(&env, &err))?;
-        Ok(NativeClient {
-            client,
-            observations: Mutex::new(Vec::new()),
-        })
+        Ok(NativeClient { client })
     }
 
     /// Takes the lock, waiting up to `options.waitMs` while it is busy;
@@ -207,15 +200,7 @@ impl NativeClient {
             .client
             .observe(&name)
             .map_err(|err| errors::throw(&env, &err))?;
-        let (native, following) = NativeObservation::new(observation);
-        let mut observations = self
-            .observations
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Forget the stopped or collected ones, so a long-lived client's list stays short.
-        observations.retain(|weak| weak.upgrade().is_some_and(|following| !following.is_stopped()));
-        observations.push(following);
-        Ok(native)
+        Ok(NativeObservation::new(observation))
     }
 
     /// Writes `value` to the hash `key` on the first node, only if the fence
@@ -290,20 +275,11 @@ impl NativeClient {
     }
 
     /// Refuses new operations from now on and ends every observation this
-    /// client started (their pending `next()` resolves `null`). Held locks
-    /// can still be released.
+    /// client started (the core ends them: a pending `next()` resolves
+    /// `null`). Held locks can still be released.
     #[napi]
     pub fn close(&self) {
         self.client.close();
-        let observations = std::mem::take(
-            &mut *self
-                .observations
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-        );
-        for following in observations.iter().filter_map(Weak::upgrade) {
-            following.stop();
-        }
     }
 }
 

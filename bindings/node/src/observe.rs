@@ -7,7 +7,7 @@
 //! garbage collection stop it: its subscriptions end and a pending `next()`
 //! resolves `null`.
 
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use napi::Env;
 use napi::bindgen_prelude::{BigInt, Buffer, PromiseRaw, ToNapiValue};
@@ -38,7 +38,7 @@ enum Slot {
 
 /// What an observation's JavaScript object, its pending `next()` and its
 /// client share: the core's observation and what stops a pending `next()`.
-pub(crate) struct Following {
+struct Following {
     slot: Mutex<Slot>,
     stop: Canceller,
 }
@@ -52,16 +52,11 @@ impl Following {
     /// Ends the observation: drops the core's observation (ending its
     /// subscriptions), now if idle or else as soon as the pending `next()`
     /// sees the stop. Idempotent.
-    pub(crate) fn stop(&self) {
+    fn stop(&self) {
         let mut slot = self.slot();
         self.stop.cancel();
         // Dropped here, under the lock, so `give_back` cannot race it back in.
         *slot = Slot::Stopped;
-    }
-
-    /// Whether [`Following::stop`] was called.
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.stop.is_cancelled()
     }
 
     /// Returns the observation after a `next()`, unless stopped meanwhile
@@ -82,14 +77,13 @@ pub struct NativeObservation {
 }
 
 impl NativeObservation {
-    /// Wraps `observation`; the weak reference is for the client's `close`.
-    pub(crate) fn new(observation: Observation) -> (NativeObservation, Weak<Following>) {
+    /// Wraps `observation`.
+    pub(crate) fn new(observation: Observation) -> NativeObservation {
         let following = Arc::new(Following {
             slot: Mutex::new(Slot::Idle(observation)),
             stop: Canceller::new(),
         });
-        let weak = Arc::downgrade(&following);
-        (NativeObservation { following }, weak)
+        NativeObservation { following }
     }
 }
 
