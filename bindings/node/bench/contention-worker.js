@@ -19,22 +19,25 @@ const sleep = (seconds) => new Promise((resolve) => setTimeout(resolve, seconds 
 
 /** Each contender: `acquire(timeoutS)` resolves a release function, or null on timeout. */
 const CONTENDERS = {
-  'fencelock node default': (urls, resource) => {
-    const client = new Client({ nodes: urls })
-    return async (timeout) => {
-      try {
-        const lock = await client.acquire(resource, { ttl: TTL_MS, wait: Math.floor(timeout * 1000) })
-        return () => lock.release()
-      } catch (error) {
-        if (error instanceof LockTimeoutError) return null
-        throw error
-      }
-    }
-  },
+  'fencelock node default': (urls, resource) => fencelock(urls, resource, false),
+  'fencelock node fair': (urls, resource) => fencelock(urls, resource, true),
   'node-redlock': (urls, resource) => redlock(urls, resource, {}),
   'node-redlock 5 ms': (urls, resource) => redlock(urls, resource, { retryDelay: 5, retryJitter: 5 }),
   'redis-semaphore': (urls, resource) => semaphore(urls, resource, {}),
   'redis-semaphore 5 ms': (urls, resource) => semaphore(urls, resource, { retryInterval: 5 }),
+}
+
+function fencelock(urls, resource, fair) {
+  const client = new Client({ nodes: urls })
+  return async (timeout) => {
+    try {
+      const lock = await client.acquire(resource, { ttl: TTL_MS, wait: Math.floor(timeout * 1000), fair })
+      return () => lock.release()
+    } catch (error) {
+      if (error instanceof LockTimeoutError) return null
+      throw error
+    }
+  }
 }
 
 function redlock(urls, resource, retry) {
