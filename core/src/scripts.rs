@@ -131,6 +131,10 @@ if retry_in == -2 then
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   local lease_end = head and tonumber(redis.call('ZSCORE', leases, head))
   retry_in = lease_end and math.max(lease_end - now, 0) or 0
+  if head then
+    local prefix = string.match(lock, '^[^{]*')
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. lock)
+  end
 end
 return {0, retry_in, ticket, position}
 "#,

@@ -222,12 +222,15 @@ async fn fair_mode_admits_no_newcomer_ahead_of_a_waiter() {
     let first = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee:1";
     nodes[0].command(&["ZADD", &queue, "1", first]);
     nodes[0].command(&["ZADD", &leases, "99999999999999", first]);
+    let wakes_before = wakes(&nodes[0]);
     let err = client
         .acquire("nobarge", options(5_000, 0).fair(true))
         .await
         .expect_err("a fair newcomer took the lock ahead of the queue");
     assert_eq!(err.kind(), fencelock::ErrorKind::NotAcquired);
     assert_eq!(get(&nodes[0], &lock_key("nobarge")), None);
+    // The refusal of a free lock tells the first in line to take it.
+    assert_eq!(wakes(&nodes[0]) - wakes_before, 1, "the first waiter was not woken");
     // A default acquisition may take a lock that is free when it asks.
     let lock = client.acquire("nobarge", options(5_000, 0)).await.unwrap();
     lock.release().await.unwrap();

@@ -77,6 +77,10 @@ if retry_in == -2 then
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   local lease_end = head and tonumber(redis.call('ZSCORE', leases, head))
   retry_in = lease_end and math.max(lease_end - now, 0) or 0
+  if head then
+    local prefix = string.match(lock, '^[^{]*')
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. lock)
+  end
 end
 return {0, retry_in, ticket, position}
 """,
@@ -153,7 +157,7 @@ return 1
 """,
 }
 SHAS = {  # §3, as printed; checked against the sources at import time
-    "ACQUIRE": "585f70ed3f34f900f3175f17159a2572d1281d0c", "RELEASE": "5c42d9596834b9b8b0eb62ee5d220b756c6d7a87",
+    "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "5c42d9596834b9b8b0eb62ee5d220b756c6d7a87",
     "LEAVE": "bc238c92905275bfcee4f483ba5a4321ae7c2c96",
     "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
