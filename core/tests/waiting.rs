@@ -230,7 +230,11 @@ async fn fair_mode_admits_no_newcomer_ahead_of_a_waiter() {
     assert_eq!(err.kind(), fencelock::ErrorKind::NotAcquired);
     assert_eq!(get(&nodes[0], &lock_key("nobarge")), None);
     // The refusal of a free lock tells the first in line to take it.
-    assert_eq!(wakes(&nodes[0]) - wakes_before, 1, "the first waiter was not woken");
+    assert_eq!(
+        wakes(&nodes[0]) - wakes_before,
+        1,
+        "the first waiter was not woken"
+    );
     // A default acquisition may take a lock that is free when it asks.
     let lock = client.acquire("nobarge", options(5_000, 0)).await.unwrap();
     lock.release().await.unwrap();
