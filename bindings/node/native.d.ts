@@ -83,8 +83,7 @@ export declare class NativeObservation {
   /**
    * The next leader: the current one first (if any), then each new one;
    * a slow caller skips to the latest. Resolves `null` once the
-   * observation is stopped. One call at a time: calling again while one
-   * is pending throws.
+   * observation is stopped (or its client closed). Calls take turns.
    */
   next(): Promise<Leader | null>
   /**

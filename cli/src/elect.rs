@@ -31,7 +31,7 @@ pub async fn elect(client: &Client, args: &ElectArgs) -> ExitCode {
 
 /// Prints `EPOCH VALUE` for the current leader and each new one, forever.
 pub async fn observe(client: &Client, args: &ObserveArgs) -> ExitCode {
-    let mut observation = match client.observe(&args.name) {
+    let observation = match client.observe(&args.name) {
         Ok(observation) => observation,
         Err(e) => {
             eprintln!("fencelock: {e}");

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use tokio::sync::{mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
 use tokio_util::sync::ReusableBoxFuture;
 
 use crate::client::Client;
@@ -41,18 +42,59 @@ pub struct Leader {
 /// No item says that there is no leader: a leader that resigned or died
 /// is followed by the next one to win.
 ///
-/// Dropping it stops observing (its subscriptions end), and so does closing
-/// its client ([`Client::close`]): then it yields `None`.
+/// It can be shared (`Send + Sync`): calls of [`Observation::next`] from
+/// several tasks take turns, each leader going to one of them, and
+/// [`Observation::close`] ends every wait. Closing it, dropping it or
+/// closing its client ([`Client::close`]) stops observing (its
+/// subscriptions end); it then yields `None`.
 pub struct Observation {
-    next: ReusableBoxFuture<'static, (Option<Leader>, watch::Receiver<Option<Leader>>)>,
+    following: Arc<Following>,
+    /// The [`Stream`]'s next item. In a mutex only so that the observation
+    /// is `Sync`: `poll_next` has `&mut self` and never locks it.
+    stream: std::sync::Mutex<ReusableBoxFuture<'static, Option<Leader>>>,
+}
+
+/// What every wait on one observation shares.
+struct Following {
+    leaders: tokio::sync::Mutex<watch::Receiver<Option<Leader>>>,
+    closing: CancellationToken,
     task: AbortHandle,
 }
 
+impl Following {
+    /// The next leader, or `None` once closed or ended. Dropping the future
+    /// loses nothing: the leader it waited for goes to the next call.
+    async fn next(self: Arc<Self>) -> Option<Leader> {
+        let closing = self.closing.clone();
+        closing
+            .run_until_cancelled(async move {
+                let mut leaders = self.leaders.lock().await;
+                leaders.changed().await.ok()?;
+                leaders.borrow_and_update().clone()
+            })
+            .await
+            .flatten()
+    }
+}
+
 impl Observation {
-    /// The next leader; `None` once the observation has ended: its client
-    /// was closed, or the client's internal runtime is gone.
-    pub async fn next(&mut self) -> Option<Leader> {
-        StreamExt::next(self).await
+    /// The next leader; `None` once the observation has ended: it was
+    /// closed or dropped, its client was closed, or the client's internal
+    /// runtime is gone. Cancel-safe.
+    pub async fn next(&self) -> Option<Leader> {
+        self.following.clone().next().await
+    }
+
+    /// Stops observing: its subscriptions end, and every wait, now or later,
+    /// yields `None`. Idempotent; no I/O.
+    pub fn close(&self) {
+        self.following.closing.cancel();
+        self.following.task.abort();
+    }
+
+    /// Whether [`Observation::close`] was called (or the observation dropped).
+    pub fn is_closed(&self) -> bool {
+        self.following.closing.is_cancelled()
     }
 }
 
@@ -60,32 +102,29 @@ impl Stream for Observation {
     type Item = Leader;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Leader>> {
-        let (leader, receiver) = ready!(self.next.poll(cx));
-        self.next.set(changed(receiver));
+        let following = self.following.clone();
+        let stream = self
+            .stream
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let leader = ready!(stream.poll(cx));
+        stream.set(following.next());
         Poll::Ready(leader)
     }
 }
 
 impl Drop for Observation {
     fn drop(&mut self) {
-        self.task.abort();
+        self.close();
     }
 }
 
 impl std::fmt::Debug for Observation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Observation").finish_non_exhaustive()
+        f.debug_struct("Observation")
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
     }
-}
-
-async fn changed(
-    mut receiver: watch::Receiver<Option<Leader>>,
-) -> (Option<Leader>, watch::Receiver<Option<Leader>>) {
-    if receiver.changed().await.is_err() {
-        return (None, receiver);
-    }
-    let leader = receiver.borrow_and_update().clone();
-    (leader, receiver)
 }
 
 impl Client {
@@ -107,10 +146,14 @@ impl Client {
             lock_key,
             leaders: sender,
         };
-        let task = runtime.spawn(follower.run()).abort_handle();
+        let following = Arc::new(Following {
+            leaders: tokio::sync::Mutex::new(receiver),
+            closing: CancellationToken::new(),
+            task: runtime.spawn(follower.run()).abort_handle(),
+        });
         Ok(Observation {
-            next: ReusableBoxFuture::new(changed(receiver)),
-            task,
+            stream: std::sync::Mutex::new(ReusableBoxFuture::new(following.clone().next())),
+            following,
         })
     }
 }

@@ -200,10 +200,10 @@ async fn campaign_and_observe_refuse_bad_input() {
 async fn observations_end_when_their_client_closes() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     let client = client(&nodes).await;
-    let mut idle = client.observe("closing").unwrap();
+    let idle = client.observe("closing").unwrap();
     let waiting = subscribed_observer(&nodes, "closing").await;
     let pending = tokio::spawn(async move {
-        let mut waiting = waiting;
+        let waiting = waiting;
         waiting.next().await
     });
     tokio::time::sleep(ms(100)).await;
@@ -231,4 +231,36 @@ async fn a_leader_renews_even_where_the_client_does_not() {
     tokio::time::sleep(ms(900)).await;
     assert!(leader.is_leader(), "a leader's lease ran out: it was not renewed");
     leader.resign().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_shared_observation_ends_every_wait() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let observation = std::sync::Arc::new(subscribed_observer(&nodes, "shared").await);
+    let waits: Vec<_> = (0..2)
+        .map(|_| {
+            let observation = observation.clone();
+            tokio::spawn(async move { observation.next().await })
+        })
+        .collect();
+    tokio::time::sleep(ms(100)).await;
+    assert!(
+        waits.iter().all(|wait| !wait.is_finished()),
+        "nobody leads: both wait"
+    );
+    observation.close();
+    assert!(observation.is_closed());
+    for wait in waits {
+        let ended = tokio::time::timeout(ms(1_000), wait)
+            .await
+            .expect("a wait outlived close()");
+        assert_eq!(ended.unwrap(), None);
+    }
+    assert_eq!(
+        observation.next().await,
+        None,
+        "a wait after close() yields None at once"
+    );
+    let unsubscribed = wait_until(ms(2_000), || observers(&nodes[0], "shared") == 0).await;
+    assert!(unsubscribed, "close() kept the subscription");
 }

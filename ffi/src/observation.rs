@@ -5,8 +5,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencelock::{Canceller, Leader, Observation};
-use tokio::sync::Mutex;
+use fencelock::{Leader, Observation};
 
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary};
@@ -24,9 +23,9 @@ use crate::status::fencelock_status;
 /// [`fencelock_observation_next`] on it. Calls of `fencelock_observation_next`
 /// (and `_async`) from several threads take turns: each leader goes to one.
 pub struct fencelock_observation {
-    leaders: Arc<Mutex<Observation>>,
-    /// Raised by `fencelock_observation_free`, to end the calls still waiting.
-    freed: Canceller,
+    /// Shared with the `_next_async` calls in flight; closed by
+    /// `fencelock_observation_free`, which ends them.
+    leaders: Arc<Observation>,
 }
 
 /// A leader of an election: its epoch (its fencing token, greater than every
@@ -111,8 +110,7 @@ pub unsafe extern "C" fn fencelock_observe(
             let name = args::text(name, "name")?;
             let out = args::out(out, "out")?;
             let observation = fencelock_observation {
-                leaders: Arc::new(Mutex::new(client.inner.observe(name)?)),
-                freed: Canceller::new(),
+                leaders: Arc::new(client.inner.observe(name)?),
             };
             args::give(out, observation);
             Ok(())
@@ -124,25 +122,33 @@ impl fencelock_observation {
     /// The next leader: within `limit` when one is given (which needs a
     /// runtime's timer), as long as it takes otherwise.
     fn next(&self, limit: Option<Duration>) -> impl Future<Output = FfiResult<Leader>> + Send + 'static {
-        let (leaders, freed) = (self.leaders.clone(), self.freed.clone());
+        let leaders = self.leaders.clone();
         async move {
-            let next = async move { leaders.lock().await.next().await };
             let leader = match limit {
-                None => freed.run(next).await?,
-                Some(limit) => freed
-                    .run(tokio::time::timeout(limit, next))
-                    .await?
+                None => leaders.next().await,
+                Some(limit) => tokio::time::timeout(limit, leaders.next())
+                    .await
                     .map_err(|_| no_leader_within(limit))?,
             };
-            leader.ok_or_else(|| {
-                Failure::new(
-                    fencelock_status::FENCELOCK_STATUS_CLOSED,
-                    "the observation ended: its client was freed (or fencelock's runtime is gone as \
-                     the process exits); observe again from a live client",
-                )
-            })
+            leader.ok_or_else(|| ended(&leaders))
         }
     }
+}
+
+/// Why an observation yields no more leaders: freed (by
+/// `fencelock_observation_free`, while a `_next_async` waited), or ended.
+fn ended(leaders: &Observation) -> Failure {
+    if leaders.is_closed() {
+        return Failure::new(
+            fencelock_status::FENCELOCK_STATUS_CANCELLED,
+            "the observation was freed while this call waited",
+        );
+    }
+    Failure::new(
+        fencelock_status::FENCELOCK_STATUS_CLOSED,
+        "the observation ended: its client was freed (or fencelock's runtime is gone as \
+         the process exits); observe again from a live client",
+    )
 }
 
 fn no_leader_within(limit: Duration) -> Failure {
@@ -286,6 +292,6 @@ pub unsafe extern "C" fn fencelock_leader_clear(leader: *mut fencelock_leader) {
 pub unsafe extern "C" fn fencelock_observation_free(observation: *mut fencelock_observation) {
     // SAFETY: per the contract.
     if let Some(observation) = unsafe { args::take(observation) } {
-        observation.freed.cancel();
+        observation.leaders.close();
     }
 }

@@ -1,5 +1,5 @@
 //! `NativeObservation`: the core's [`Observation`] of an election behind the
-//! JavaScript `Observation` (`lib/observation.js`), one `next()` at a time.
+//! JavaScript `Observation` (`lib/observation.js`).
 //!
 //! A pending `next()` is an operation like any other: it keeps the event
 //! loop alive (an observation being iterated is like an open socket), while
@@ -7,13 +7,13 @@
 //! garbage collection stop it: its subscriptions end and a pending `next()`
 //! resolves `null`.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use napi::Env;
 use napi::bindgen_prelude::{BigInt, Buffer, PromiseRaw, ToNapiValue};
 use napi_derive::napi;
 
-use fencelock::{Canceller, Observation};
+use fencelock::Observation;
 
 use crate::bridge;
 
@@ -26,64 +26,21 @@ pub struct Leader {
     pub epoch: BigInt,
 }
 
-/// Where the core's observation is between calls.
-enum Slot {
-    /// Waiting for the next `next()`.
-    Idle(Observation),
-    /// Moved into the task of a pending `next()`.
-    Busy,
-    /// Stopped for good (dropped).
-    Stopped,
-}
-
-/// What an observation's JavaScript object, its pending `next()` and its
-/// client share: the core's observation and what stops a pending `next()`.
-struct Following {
-    slot: Mutex<Slot>,
-    stop: Canceller,
-}
-
-impl Following {
-    fn slot(&self) -> MutexGuard<'_, Slot> {
-        // Plain data: a panic elsewhere cannot leave it half-written.
-        self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Ends the observation: drops the core's observation (ending its
-    /// subscriptions), now if idle or else as soon as the pending `next()`
-    /// sees the stop. Idempotent.
-    fn stop(&self) {
-        let mut slot = self.slot();
-        self.stop.cancel();
-        // Dropped here, under the lock, so `give_back` cannot race it back in.
-        *slot = Slot::Stopped;
-    }
-
-    /// Returns the observation after a `next()`, unless stopped meanwhile
-    /// (then it is dropped).
-    fn give_back(&self, observation: Observation) {
-        let mut slot = self.slot();
-        if matches!(*slot, Slot::Busy) {
-            *slot = Slot::Idle(observation);
-        }
-    }
-}
-
 /// The native observation behind `Observation` in `lib/observation.js`
 /// (made by `NativeClient#observe`).
 #[napi]
 pub struct NativeObservation {
-    following: Arc<Following>,
+    /// Shared with the pending `next()`; the core serializes waits and
+    /// `close` ends them.
+    observation: Arc<Observation>,
 }
 
 impl NativeObservation {
     /// Wraps `observation`.
     pub(crate) fn new(observation: Observation) -> NativeObservation {
-        let following = Arc::new(Following {
-            slot: Mutex::new(Slot::Idle(observation)),
-            stop: Canceller::new(),
-        });
-        NativeObservation { following }
+        NativeObservation {
+            observation: Arc::new(observation),
+        }
     }
 }
 
@@ -91,48 +48,19 @@ impl NativeObservation {
 impl NativeObservation {
     /// The next leader: the current one first (if any), then each new one;
     /// a slow caller skips to the latest. Resolves `null` once the
-    /// observation is stopped. One call at a time: calling again while one
-    /// is pending throws.
+    /// observation is stopped (or its client closed). Calls take turns.
     #[napi(ts_return_type = "Promise<Leader | null>")]
     pub fn next<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Option<Leader>>> {
         let state = bridge::state(env.raw())?;
-        let mut observation = {
-            let mut slot = self.following.slot();
-            match std::mem::replace(&mut *slot, Slot::Busy) {
-                Slot::Idle(observation) => observation,
-                Slot::Stopped => {
-                    *slot = Slot::Stopped;
-                    drop(slot);
-                    return state.promise(async { Ok(None) }, convert);
-                }
-                Slot::Busy => {
-                    return Err(napi::Error::new(
-                        napi::Status::InvalidArg,
-                        "fencelock: this observation's next() is already pending; await it first",
-                    ));
-                }
-            }
-        };
-        let following = self.following.clone();
-        let work = async move {
-            // Cancelled by `stop`: the observation is dropped here.
-            let leader = following.stop.run(observation.next()).await.ok().flatten();
-            if leader.is_some() {
-                following.give_back(observation);
-            } else {
-                // Stopped, or the runtime is gone: it can never yield again.
-                following.stop();
-            }
-            Ok(leader)
-        };
-        state.promise(work, convert)
+        let observation = self.observation.clone();
+        state.promise(async move { Ok(observation.next().await) }, convert)
     }
 
     /// Stops the observation: its subscriptions end and a pending `next()`
     /// resolves `null`. Idempotent.
     #[napi]
     pub fn close(&self) {
-        self.following.stop();
+        self.observation.close();
     }
 }
 
@@ -141,7 +69,7 @@ impl Drop for NativeObservation {
     /// (While a `next()` is pending, `lib/observation.js`, awaiting it,
     /// keeps the object reachable.)
     fn drop(&mut self) {
-        self.following.stop();
+        self.observation.close();
     }
 }
 

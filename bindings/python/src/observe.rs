@@ -1,9 +1,9 @@
 //! Following an election: `Leader`, and what `observe` returns, the
 //! iterator `Observation` (sync) and the async iterator `AsyncObservation`.
 //!
-//! Both wrap the core's `Observation` (a stream of leaders fed by push) in
-//! [`Follow`], which lets one `next` at a time wait on it from the core's
-//! runtime, with the GIL released, and lets `close` end every wait.
+//! Both wrap the core's `Observation` (leaders fed by push; its waits take
+//! turns and `close` ends them) in [`Follow`], which waits on it from the
+//! core's runtime with the GIL released.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -67,17 +67,11 @@ impl Leader {
     }
 }
 
-/// The core observation behind a Python one, taken out (and so stopped)
-/// by `close`.
-type Shared = Arc<tokio::sync::Mutex<Option<fencelock::Observation>>>;
-
-/// What `Observation` and `AsyncObservation` share.
+/// What `Observation` and `AsyncObservation` share: the core's observation,
+/// which waits can share and `close` ends.
 struct Follow {
     name: String,
-    /// One `next` at a time holds it: the core's observation is a stream.
-    observation: Shared,
-    /// Raised by `close`: ends every wait, now and later.
-    closed: fencelock::Canceller,
+    observation: Arc<fencelock::Observation>,
 }
 
 impl Follow {
@@ -88,8 +82,7 @@ impl Follow {
         let observation = client.observe(&name).map_err(|e| core_error(py, e))?;
         Ok(Follow {
             name,
-            observation: Arc::new(tokio::sync::Mutex::new(Some(observation))),
-            closed: fencelock::Canceller::new(),
+            observation: Arc::new(observation),
         })
     }
 
@@ -98,38 +91,26 @@ impl Follow {
     /// the runtime behind it is gone. Dropping the future (Ctrl-C, a
     /// cancelled task) loses nothing: the next call carries on.
     fn next_task(&self, timeout: Option<Duration>) -> impl Future<Output = Option<Leader>> + Send + 'static {
-        let (observation, closed) = (self.observation.clone(), self.closed.clone());
-        let next = async move {
-            let mut held = observation.lock_owned().await;
-            let observation = held.as_mut()?;
-            closed.run(observation.next()).await.ok().flatten()
-        };
+        let observation = self.observation.clone();
         async move {
             let leader = match timeout {
-                None => next.await,
-                Some(limit) => tokio::time::timeout(limit, next).await.ok().flatten(),
+                None => observation.next().await,
+                Some(limit) => tokio::time::timeout(limit, observation.next())
+                    .await
+                    .ok()
+                    .flatten(),
             };
             leader.map(Leader::from)
         }
     }
 
-    /// Stops following: ends the waits in progress and drops the core's
-    /// observation, which ends its subscriptions. Idempotent.
+    /// Stops following: ends the waits in progress and the subscriptions. Idempotent.
     fn close(&self) {
-        self.closed.cancel();
-        if let Ok(mut held) = self.observation.try_lock() {
-            held.take();
-            return;
-        }
-        // A `next` holds it: it ends at once (the canceller), then this takes it.
-        let observation = self.observation.clone();
-        if let Ok(runtime) = fencelock::runtime_handle() {
-            runtime.spawn(async move { observation.lock().await.take() });
-        }
+        self.observation.close();
     }
 
     fn is_closed(&self) -> bool {
-        self.closed.is_cancelled()
+        self.observation.is_closed()
     }
 
     fn repr(&self, class: &str) -> String {
