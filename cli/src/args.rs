@@ -169,7 +169,8 @@ pub enum Command {
     /// CMD gets FENCELOCK_RESOURCE, FENCELOCK_TOKEN (the fencing token: pass it
     /// to the storage you write, so a stale holder's writes can be refused) and
     /// FENCELOCK_FENCE (token:holder, the token with this grant's holder id, for
-    /// storage that must tell two holders of an equal token apart), and
+    /// storage that must tell two holders of an equal token apart), with --permits
+    /// FENCELOCK_PERMIT (which permit, from 0), and
     /// none of fencelock's connection variables (FENCELOCK_NODES, FENCELOCK_USERNAME,
     /// FENCELOCK_PASSWORD, FENCELOCK_PASSWORD_FILE).
     ///
@@ -255,6 +256,12 @@ pub struct RunArgs {
     /// but a newcomer may take a free lock).
     #[arg(long)]
     pub fair: bool,
+
+    /// Take one of N permits of the semaphore RESOURCE instead of its lock, so that up to
+    /// N commands run at once (every run of RESOURCE must give the same N; 1 to 256). CMD
+    /// gets the permit's number, from 0, in FENCELOCK_PERMIT.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(fencelock::MAX_PERMITS)))]
+    pub permits: Option<u32>,
 
     /// After the lock is lost: how long CMD has between SIGTERM and SIGKILL.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]

@@ -41,6 +41,7 @@ pub fn spawn(
     command: &[String],
     resource: &str,
     fence: fencelock::Fence,
+    permit: Option<u32>,
     foreground: Option<&Terminal>,
 ) -> Result<Child, SpawnError> {
     let (program, args) = command.split_first().expect("clap requires a command");
@@ -51,6 +52,9 @@ pub fn spawn(
         .env("FENCELOCK_TOKEN", fence.token.to_string())
         .env("FENCELOCK_FENCE", fence.to_string())
         .process_group(0);
+    if let Some(permit) = permit {
+        builder.env("FENCELOCK_PERMIT", permit.to_string());
+    }
     for name in CONNECTION_VARS {
         builder.env_remove(name);
     }

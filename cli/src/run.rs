@@ -48,14 +48,26 @@ pub struct Hold<'a> {
 /// `fencelock run`: acquires, runs the command, releases; returns the documented exit code.
 pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
     let options = LockOptions::new(args.ttl).wait(args.wait).fair(args.fair);
-    let hold = Hold {
+    let mut hold = Hold {
         resource: &args.resource,
         command: &args.command,
         grace: args.grace,
         what: "lock",
         busy_hint: "another owner holds it or a waiter is ahead in line (try a longer --wait)",
     };
-    run_holding(client.acquire(&args.resource, options), &hold).await
+    let Some(permits) = args.permits else {
+        return run_holding(client.acquire(&args.resource, options), &hold).await;
+    };
+    let semaphore = match client.semaphore(&args.resource, permits) {
+        Ok(semaphore) => semaphore,
+        Err(e) => {
+            eprintln!("fencelock: {e}");
+            return exit::for_error(e.kind());
+        }
+    };
+    hold.what = "semaphore";
+    hold.busy_hint = "every permit is held or kept for a waiter ahead in line (try a longer --wait)";
+    run_holding(semaphore.acquire(options), &hold).await
 }
 
 /// Waits for `acquire`, runs the command while what it got is held,
@@ -137,7 +149,14 @@ async fn supervise(
     early: &[Signal],
 ) -> Result<Ending, u8> {
     let foreground = terminal.filter(|terminal| terminal.fencelock_in_foreground());
-    let command = child::spawn(hold.command, hold.resource, lock.fence(), foreground).map_err(|e| {
+    let command = child::spawn(
+        hold.command,
+        hold.resource,
+        lock.fence(),
+        lock.permit(),
+        foreground,
+    )
+    .map_err(|e| {
         eprintln!("fencelock: {}", e.message);
         e.code
     })?;

@@ -671,3 +671,71 @@ fn a_killed_leader_is_replaced_and_observers_see_it() {
     let _ = observer.kill();
     let _ = observer.wait();
 }
+
+/// `run --permits N`: up to N commands of one semaphore run at once, never
+/// more, each told its permit; a run that disagrees on N is refused.
+#[test]
+fn runs_with_permits_share_a_semaphore() {
+    let nodes = start_nodes(1);
+    let dir = std::env::temp_dir().join(format!("fencelock-cli-permits-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Each run records itself as inside while it sleeps; the most files
+    // present at once is the concurrency the semaphore allowed.
+    let script = format!(
+        "f={dir}/$$; echo $FENCELOCK_PERMIT > $f; n=$(ls {dir} | wc -l); echo $n >> {dir}.peak; sleep 0.3; rm $f",
+        dir = dir.display()
+    );
+    let runs: Vec<Child> = (0..5)
+        .map(|_| {
+            let args = [
+                "run",
+                "--permits",
+                "2",
+                "--wait",
+                "20s",
+                "jobs",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ];
+            spawn(&mut fencelock(&nodes, &args))
+        })
+        .collect();
+    for run in runs {
+        let out = finish(run);
+        assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    }
+    let peaks = std::fs::read_to_string(format!("{}.peak", dir.display())).unwrap();
+    let _ = std::fs::remove_file(format!("{}.peak", dir.display()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let peak = peaks
+        .lines()
+        .filter_map(|l| l.trim().parse::<u32>().ok())
+        .max()
+        .unwrap();
+    assert_eq!(peaks.lines().count(), 5, "every run ran: {peaks}");
+    assert!(peak <= 2, "{peak} runs at once with 2 permits");
+    let held = fencelock(&nodes, &["run", "--permits", "2", "jobs", "--", "sleep", "2"])
+        .spawn()
+        .unwrap();
+    let busy = common::eventually(Duration::from_secs(10), || {
+        matches!(
+            nodes[0].command(&["EXISTS", "fencelock:{jobs}:sem:0", "fencelock:{jobs}:sem:1"]),
+            redis::Value::Int(1)
+        )
+    });
+    assert!(busy, "the sleeping run never took a permit");
+    let mismatch = output(&nodes, &["run", "--permits", "3", "jobs", "--", "true"]);
+    assert_eq!(code(&mismatch), 2, "{}", text(&mismatch.stderr));
+    assert!(
+        text(&mismatch.stderr).contains("has 2 permits"),
+        "{}",
+        text(&mismatch.stderr)
+    );
+    let out = finish(held);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let zero = output(&nodes, &["run", "--permits", "0", "jobs", "--", "true"]);
+    assert_eq!(code(&zero), 2, "{}", text(&zero.stderr));
+}

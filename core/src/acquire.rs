@@ -1,13 +1,15 @@
-//! Taking a lock: one attempt on every node, and the retry loop around it.
+//! Taking a lock or a semaphore's permit: one attempt on every node, and
+//! the retry loop around it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
+use crate::claim::{Claim, NodeGrant, by_slot_quorum, winner};
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, quorum_failure_kind};
 use crate::fenced::{Fence, new_holder_id};
-use crate::fencing::{FencingToken, MAX_FENCING_TOKEN, raise_to};
+use crate::fencing::{FencingToken, raise_to};
 use crate::keys::LockKeys;
 use crate::lease::Leases;
 use crate::lock::Lock;
@@ -15,15 +17,16 @@ use crate::lock_state::LockState;
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
 use crate::options::Resolved;
-use crate::queue::{self, Entry, Place, Refusal, Release};
+use crate::queue::{Entry, Place, Refusal};
 use crate::quorum::Decided;
-use crate::scripts;
 use crate::shared::ClientShared;
 use crate::token::LockToken;
 use crate::waiter::Waiter;
 
 /// A successful attempt.
 struct Grant {
+    /// Which of a semaphore's permits (0 for a lock).
+    slot: usize,
     token: LockToken,
     fencing_token: u64,
     /// The grant's id for fenced writes.
@@ -57,11 +60,10 @@ impl From<Error> for Refused {
 /// that may wait queues up with its attempts and sleeps until a release
 /// wakes it, or until what blocks the lock may have expired
 /// ([`crate::waiter`]); without wake-ups it polls by the retry policy.
-pub(crate) async fn acquire(client: Arc<ClientShared>, resource: String, options: Resolved) -> Result<Lock> {
-    let keys = LockKeys::new(&client.key_prefix, &resource)?;
+pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Resolved) -> Result<Lock> {
     let started = Instant::now();
     let deadline = started + options.wait;
-    let mut waiter = (!options.wait.is_zero()).then(|| Waiter::new(&client, keys.lock()));
+    let mut waiter = (!options.wait.is_zero()).then(|| Waiter::new(&client, claim.leave()));
     let mut retry = 0u32;
     loop {
         if let Some(waiter) = &mut waiter {
@@ -75,27 +77,19 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, resource: String, options
                 fair: options.fair,
             },
         };
-        let outcome = attempt(
-            &client.nodes,
-            &keys,
-            &resource,
-            options.ttl,
-            client.connect_timeout,
-            &entry,
-        )
-        .await;
+        let outcome = attempt(&client.nodes, &claim, options.ttl, client.connect_timeout, &entry).await;
         match outcome {
             Ok(grant) => {
                 if let Some(waiter) = &mut waiter {
                     waiter.granted(&grant.place);
                 }
-                tracing::debug!(resource = %resource, fencing_token = grant.fencing_token, attempts = retry + 1, "lock acquired");
-                return Ok(hand_out(&client, keys, grant, &options));
+                tracing::debug!(resource = %claim.name(), fencing_token = grant.fencing_token, attempts = retry + 1, "lock acquired");
+                return Ok(hand_out(&client, claim.held(grant.slot), grant, &options));
             }
             Err(Refused { error, place }) if is_retryable(error.kind()) => {
                 let now = Instant::now();
                 if now >= deadline {
-                    return Err(gave_up(error, &resource, options.wait));
+                    return Err(gave_up(error, &claim, options.wait));
                 }
                 let pause = waiter.as_mut().and_then(|waiter| {
                     waiter.refused(place);
@@ -120,18 +114,19 @@ fn is_retryable(kind: ErrorKind) -> bool {
 }
 
 /// The error after the last attempt: as is for a single try, `Timeout` after waiting.
-fn gave_up(last: Error, resource: &str, wait: Duration) -> Error {
+fn gave_up(last: Error, claim: &Claim, wait: Duration) -> Error {
     if wait.is_zero() {
         return last;
     }
     Error::new(
         ErrorKind::Timeout,
         format!(
-            "could not acquire lock '{resource}' within {wait:?}; last attempt: {}",
+            "could not acquire {} within {wait:?}; last attempt: {}",
+            claim.describe(),
             last.message()
         ),
     )
-    .with_resource(resource)
+    .with_resource(claim.name())
     .with_nodes(last.nodes().to_vec())
 }
 
@@ -156,51 +151,52 @@ fn hand_out(client: &Arc<ClientShared>, keys: LockKeys, grant: Grant, options: &
 /// One attempt: the acquire script on every node in parallel, decided by quorum.
 async fn attempt(
     nodes: &Arc<NodeSet>,
-    keys: &LockKeys,
-    resource: &str,
+    claim: &Claim,
     ttl: Duration,
     patience: Duration,
     entry: &Entry<'_>,
 ) -> std::result::Result<Grant, Refused> {
     let token = LockToken::generate()?;
-    let ttl_ms = ttl.as_millis().to_string();
-    let [waiter, ticket, lease, fair] = entry.args();
-    let mut cleanup = Cleanup::new(nodes, keys.lock(), &token, patience);
+    let request = claim.request(nodes, &token, ttl, entry);
+    let mut cleanup = Cleanup::new(nodes, claim, &token, patience);
     let sent = Instant::now();
-    let Decided { replies, stragglers } = nodes
-        .decide(
-            &scripts::ACQUIRE,
-            &keys.acquire_keys(),
-            &[token.as_str(), &ttl_ms, &waiter, &ticket, &lease, &fair],
-            |reply| granted(reply).is_some(),
-        )
-        .await;
+    let quorum = nodes.quorum();
+    let Decided { replies, stragglers } = {
+        let keys: Vec<&str> = request.keys.iter().map(String::as_str).collect();
+        let args: Vec<&str> = request.args.iter().map(String::as_str).collect();
+        let rule = by_slot_quorum(claim, &request, nodes.nodes().len(), quorum.needed());
+        nodes.send_until(request.script, &keys, &args, rule).await
+    };
     cleanup.skip_refusals(&replies);
     let place = Place::from_replies(&replies);
-    let counters: Vec<Option<u64>> = replies.iter().map(|r| r.as_ref().and_then(granted)).collect();
-    let quorum = nodes.quorum();
-    let fencing_token = match FencingToken::from_grants(&counters) {
-        Some(token) if quorum.reached(counters.iter().flatten().count()) => token,
-        _ => {
-            return Err(Refused {
-                error: refusal(nodes, &replies, resource),
-                place,
-            });
-        }
+    if let Some(error) = size_mismatch(nodes, claim, &replies) {
+        return Err(Refused::from(error));
+    }
+    let grants: Vec<Option<NodeGrant>> = replies
+        .iter()
+        .map(|r| r.as_ref().and_then(|r| claim.read_grant(&request, r)))
+        .collect();
+    let Some((slot, counters)) = winner(&grants, quorum.needed()) else {
+        return Err(Refused {
+            error: refusal(nodes, claim, &replies),
+            place,
+        });
     };
+    let fencing_token = FencingToken::from_grants(&counters).expect("a quorum granted, so a counter exists");
     if !fencing_token.ready(quorum)
-        && let Err(raise_replies) = raise_to(nodes, keys.fence(), &fencing_token).await
+        && let Err(raise_replies) = raise_to(nodes, claim.fence(), &fencing_token).await
     {
         let reports = nodes.reports(&raise_replies, |_| NodeOutcome::Ok);
         return Err(Refused::from(
             Error::new(
                 ErrorKind::Unavailable,
                 format!(
-                    "lock '{resource}' was granted but its fencing counter could not be raised on a majority \
-                 of the nodes that granted it (docs/protocol.md section 4.4); the attempt was undone"
+                    "{} was granted but its fencing counter could not be raised on a majority \
+                 of the nodes that granted it (docs/protocol.md section 4.4); the attempt was undone",
+                    claim.describe()
                 ),
             )
-            .with_resource(resource)
+            .with_resource(claim.name())
             .with_nodes(reports),
         ));
     }
@@ -208,17 +204,18 @@ async fn attempt(
         return Err(Refused {
             place,
             error: Error::new(
-            ErrorKind::Unavailable,
-            format!(
-                "lock '{resource}' was granted too slowly: {:?} of its {ttl:?} ttl had passed, leaving no validity; \
+                ErrorKind::Unavailable,
+                format!(
+                    "{} was granted too slowly: {:?} of its {ttl:?} ttl had passed, leaving no validity; \
                  raise the ttl or look at node latency",
-                sent.elapsed()
-            ),
-        )
-        .with_resource(resource),
+                    claim.describe(),
+                    sent.elapsed()
+                ),
+            )
+            .with_resource(claim.name()),
         });
     };
-    cleanup.disarm();
+    cleanup.succeeded(slot, &counters);
     drop(cleanup);
     let leases = Leases::granted(counters.iter().map(Option::is_some), sent, ttl);
     // Granted: the nodes that had not answered get the lock too, so it
@@ -227,11 +224,12 @@ async fn attempt(
     let stragglers = match entry.waiter {
         Some(waiter) => stragglers.finish_each(
             || (),
-            queue::leave_where_late_refused(nodes.clone(), keys.lock().to_owned(), waiter.to_owned()),
+            claim.leave().where_late_refused(nodes.clone(), waiter.to_owned()),
         ),
         None => stragglers.finish_in_background(),
     };
     Ok(Grant {
+        slot,
         place,
         token,
         fencing_token: fencing_token.value(),
@@ -242,89 +240,114 @@ async fn attempt(
     })
 }
 
-/// The fencing counter a node returned when it granted the lock.
-fn granted(reply: &Reply) -> Option<u64> {
-    let n = as_i64(reply.as_ref().ok()?)?;
-    u64::try_from(n)
-        .ok()
-        .filter(|n| (1..=MAX_FENCING_TOKEN).contains(n))
+/// A semaphore whose nodes store another number of permits than ours: a
+/// configuration error, reported as such.
+fn size_mismatch(nodes: &NodeSet, claim: &Claim, replies: &[Option<Reply>]) -> Option<Error> {
+    let (index, stored) = replies.iter().enumerate().find_map(|(i, reply)| {
+        let value = reply.as_ref()?.as_ref().ok()?;
+        Some((i, claim.size_mismatch(value)?))
+    })?;
+    let node = nodes.nodes()[index].endpoint();
+    Some(
+        Error::invalid(format!(
+            "{} does not match the semaphore in use on {node}, which has {stored} permits: every client \
+             of a semaphore must give the same number while it is in use; the stored number lapses once \
+             no permit has been asked for within a ttl",
+            claim.describe()
+        ))
+        .with_resource(claim.name()),
+    )
 }
 
-fn describe_acquire(value: &redis::Value) -> NodeOutcome {
+fn describe_acquire(claim: &Claim, value: &redis::Value) -> NodeOutcome {
     if Refusal::read(value).is_some() {
         return NodeOutcome::HeldByOther;
     }
-    match as_i64(value) {
-        Some(0) => NodeOutcome::HeldByOther,
-        Some(n) if (1..=MAX_FENCING_TOKEN as i64).contains(&n) => NodeOutcome::Ok,
-        Some(n) if n > MAX_FENCING_TOKEN as i64 => NodeOutcome::Failed(NodeFailure {
+    if let Some(n) = claim.counter_out_of_range(value) {
+        return NodeOutcome::Failed(NodeFailure {
             kind: ErrorKind::Unavailable,
             detail: format!(
                 "the fencing counter reached {n}, above 2^53 - 1 where tokens could repeat; \
                  see docs/protocol.md section 2.2"
             ),
-        }),
+        });
+    }
+    let granted = match claim {
+        Claim::Lock(_) => as_i64(value).is_some_and(|n| n >= 1),
+        Claim::Permit(_) => {
+            matches!(value, redis::Value::Array(items) if items.len() == 3 && as_i64(&items[0]) == Some(1))
+        }
+    };
+    match value {
+        _ if granted => NodeOutcome::Ok,
+        redis::Value::Int(0) => NodeOutcome::HeldByOther,
         _ => NodeOutcome::unexpected_reply(value),
     }
 }
 
-/// The error for an attempt without a majority: held by another, or the nodes' failure.
-fn refusal(nodes: &NodeSet, replies: &[Option<Reply>], resource: &str) -> Error {
-    let reports = nodes.reports(replies, describe_acquire);
-    let held = reports
-        .iter()
-        .filter(|r| r.outcome == NodeOutcome::HeldByOther)
-        .count();
-    let failures = reports
-        .iter()
-        .filter(|r| matches!(r.outcome, NodeOutcome::TimedOut | NodeOutcome::Failed(_)))
-        .count();
+/// The error for an attempt without a majority: held by another, granted
+/// split across a semaphore's permits, or the nodes' failure.
+fn refusal(nodes: &NodeSet, claim: &Claim, replies: &[Option<Reply>]) -> Error {
+    let reports = nodes.reports(replies, |value| describe_acquire(claim, value));
+    let count = |outcome: fn(&NodeOutcome) -> bool| reports.iter().filter(|r| outcome(&r.outcome)).count();
+    let held = count(|o| *o == NodeOutcome::HeldByOther);
+    let granted = count(|o| *o == NodeOutcome::Ok);
+    let failures = count(|o| matches!(o, NodeOutcome::TimedOut | NodeOutcome::Failed(_)));
     let total = nodes.nodes().len();
     let needed = nodes.quorum().needed();
     let (kind, message) = if held > 0 && held >= failures {
         (
             ErrorKind::NotAcquired,
+            format!("{} ({held} of {total} nodes said so)", claim.held_elsewhere()),
+        )
+    } else if granted > failures {
+        (
+            ErrorKind::NotAcquired,
             format!(
-                "lock '{resource}' is held by another owner or kept for a waiter ahead in line \
-                 ({held} of {total} nodes said so)"
+                "{granted} of {total} nodes granted {}, but no {needed} of them the same permit",
+                claim.describe()
             ),
         )
     } else {
         (
             quorum_failure_kind(&reports),
             format!(
-                "could not reach a majority for lock '{resource}': {} of {total} nodes failed or timed out, \
+                "could not reach a majority for {}: {failures} of {total} nodes failed or timed out, \
                  {needed} must answer; check that the nodes are up and reachable",
-                failures
+                claim.describe()
             ),
         )
     };
     Error::new(kind, message)
-        .with_resource(resource)
+        .with_resource(claim.name())
         .with_nodes(reports)
 }
 
 /// Undoes an attempt that did not hand out a lock, on every node that may
 /// hold its token: late replies, timeouts and cancellation included.
-/// Borrows until it has to act, so a successful attempt costs nothing.
+/// Borrows until it has to act, so a successful lock attempt costs nothing.
 struct Cleanup<'a> {
     nodes: &'a Arc<NodeSet>,
-    lock_key: &'a str,
+    claim: &'a Claim,
     token: &'a LockToken,
-    /// Bit `i` set: node `i` refused (held by another), so it holds nothing of ours.
-    refused: u128,
+    /// Bit `i` set: node `i` needs no undo (it refused, so it holds nothing
+    /// of ours, or it granted the permit the attempt won).
+    skip: u128,
+    /// The semaphore's permit the attempt won, which stays.
+    keep: Option<usize>,
     /// How long the undo may wait for a node's connection to come back.
     patience: Duration,
     armed: bool,
 }
 
 impl<'a> Cleanup<'a> {
-    fn new(nodes: &'a Arc<NodeSet>, lock_key: &'a str, token: &'a LockToken, patience: Duration) -> Self {
+    fn new(nodes: &'a Arc<NodeSet>, claim: &'a Claim, token: &'a LockToken, patience: Duration) -> Self {
         Cleanup {
             nodes,
-            lock_key,
+            claim,
             token,
-            refused: 0,
+            skip: 0,
+            keep: None,
             patience,
             armed: true,
         }
@@ -333,13 +356,29 @@ impl<'a> Cleanup<'a> {
     fn skip_refusals(&mut self, replies: &[Option<Reply>]) {
         for (i, reply) in replies.iter().enumerate().take(128) {
             if matches!(reply, Some(Ok(value)) if Refusal::read(value).is_some()) {
-                self.refused |= 1 << i;
+                self.skip |= 1 << i;
             }
         }
     }
 
-    fn disarm(&mut self) {
-        self.armed = false;
+    /// The attempt won `slot` on the nodes whose `counters` are `Some`. A
+    /// lock keeps every grant, late ones too; a semaphore's nodes that
+    /// granted another permit, or may still (they failed or had not
+    /// answered), give that one back.
+    fn succeeded(&mut self, slot: usize, counters: &[Option<u64>]) {
+        if matches!(self.claim, Claim::Lock(_)) {
+            self.armed = false;
+            return;
+        }
+        for (i, counter) in counters.iter().enumerate().take(128) {
+            if counter.is_some() {
+                self.skip |= 1 << i;
+            }
+        }
+        if self.skip.count_ones() as usize >= counters.len().min(128) {
+            self.armed = false;
+        }
+        self.keep = Some(slot);
     }
 }
 
@@ -349,16 +388,12 @@ impl Drop for Cleanup<'_> {
             return;
         }
         // Runs on the internal runtime even when the attempt was cancelled; the
-        // release travels behind the acquire on each connection, so it lands
+        // undo travels behind the acquire on each connection, so it lands
         // after it. Where that connection broke, it waits for the next one.
-        let refused = self.refused;
-        queue::release_in_background(
-            self.nodes,
-            self.lock_key,
-            self.token,
-            Release::Undo,
-            self.patience,
-            move |i| !(i < 128 && refused & (1 << i) != 0),
-        );
+        let skip = self.skip;
+        self.claim
+            .undo_in_background(self.nodes, self.token, self.keep, self.patience, move |i| {
+                !(i < 128 && skip & (1 << i) != 0)
+            });
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use crate::acquire;
+use crate::claim::Claim;
 use crate::config::ClientBuilder;
 use crate::error::{Error, ErrorKind, NodeOutcome, Result};
 use crate::fenced::{Fence, fenced_set_outcome};
@@ -130,11 +131,11 @@ impl Client {
         let options = options.resolve(&self.shared.defaults)?;
         let span =
             tracing::debug_span!("acquire", resource = %resource, ttl_ms = options.ttl.as_millis() as u64);
-        let (shared, resource) = (self.shared.clone(), resource.to_owned());
+        let claim = Claim::Lock(LockKeys::new(&self.shared.key_prefix, resource)?);
         // Boxed: the attempt's state machine is large, and moving it through the
         // layers of futures costs more than one allocation.
         runtime::run(Box::pin(
-            acquire::acquire(shared, resource, options).instrument(span),
+            acquire::acquire(self.shared.clone(), claim, options).instrument(span),
         ))
         .await?
     }

@@ -49,6 +49,10 @@ pub(crate) struct LockKeys {
     waiters: WaiterKeys,
     /// Where the resource starts in the lock key (after the prefix and `{`), less one.
     pub(crate) prefix_len: usize,
+    /// Where the resource ends in the lock key (at the `}` of the hash tag).
+    pub(crate) resource_end: usize,
+    /// Which of its semaphore's permits this key is, if it is one.
+    pub(crate) permit: Option<u32>,
 }
 
 /// The two keys that hold a lock's waiters.
@@ -75,8 +79,10 @@ impl LockKeys {
         Ok(LockKeys {
             fence: [&lock, FENCE_SUFFIX].concat(),
             waiters: WaiterKeys::of(&lock),
+            resource_end: lock.len() - 1,
             lock,
             prefix_len: prefix.len(),
+            permit: None,
         })
     }
 
@@ -106,15 +112,116 @@ impl LockKeys {
         &self.waiters.leases
     }
 
+    /// The waiters' keys, for a held lock's release and a waiter's leaving.
+    pub(crate) fn waiters(&self) -> &WaiterKeys {
+        &self.waiters
+    }
+
     /// The lock key alone, for a held lock's state (its waiter keys are
     /// only needed at release: [`WaiterKeys::of`]).
     pub(crate) fn into_lock_key(self) -> String {
         self.lock
     }
 
+    /// The lock key and, when they are not the ones [`WaiterKeys::of`]
+    /// derives from it (a semaphore's permits share one queue), the waiter keys.
+    pub(crate) fn into_held(self) -> (String, Option<Box<WaiterKeys>>) {
+        let derived = WaiterKeys::of(&self.lock) == self.waiters;
+        let waiters = (!derived).then(|| Box::new(self.waiters));
+        (self.lock, waiters)
+    }
+
     /// The keys ACQUIRE takes: lock, fence, queue, leases.
     pub(crate) fn acquire_keys(&self) -> [&str; 4] {
         [self.lock(), self.fence(), self.queue(), self.leases()]
+    }
+}
+
+/// The most permits a semaphore may have. Every attempt reads each permit's
+/// key (one `MGET`), so the bound keeps an attempt's cost in check.
+pub const MAX_PERMITS: u32 = 256;
+
+/// What follows a semaphore's hash tag in each of its keys.
+const SEMAPHORE_INFIX: &str = ":sem:";
+
+/// The keys of a counting semaphore named `S` (docs/protocol.md §2.1,
+/// §4.11): `P{S}:sem:<i>` for permit `i` (0-based), a lock key like any
+/// other, and `P{S}:sem:fence`, `:sem:queue`, `:sem:leases` and
+/// `:sem:permits` shared by all of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SemaphoreKeys {
+    base: String,
+    prefix_len: usize,
+    permits: u32,
+    fence: String,
+    waiters: WaiterKeys,
+    size: String,
+    slots: Vec<String>,
+}
+
+impl SemaphoreKeys {
+    pub(crate) fn new(prefix: &str, name: &str, permits: u32) -> Result<Self> {
+        validate_resource(name)?;
+        if !(1..=MAX_PERMITS).contains(&permits) {
+            return Err(Error::invalid(format!(
+                "a semaphore has 1 to {MAX_PERMITS} permits; {permits} were asked for semaphore '{name}'"
+            )));
+        }
+        let base = [prefix, "{", name, "}", SEMAPHORE_INFIX].concat();
+        let key = |suffix: &str| [base.as_str(), suffix].concat();
+        Ok(SemaphoreKeys {
+            fence: key("fence"),
+            waiters: WaiterKeys {
+                queue: key("queue"),
+                leases: key("leases"),
+            },
+            size: key("permits"),
+            slots: (0..permits).map(|i| key(&i.to_string())).collect(),
+            prefix_len: prefix.len(),
+            permits,
+            base,
+        })
+    }
+
+    /// The semaphore's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.base[self.prefix_len + 1..self.base.len() - SEMAPHORE_INFIX.len() - 1]
+    }
+
+    pub(crate) fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// `P{S}:sem:fence`: one fencing counter for every permit.
+    pub(crate) fn fence(&self) -> &str {
+        &self.fence
+    }
+
+    /// `P{S}:sem:permits`: the number of permits its clients use.
+    pub(crate) fn size(&self) -> &str {
+        &self.size
+    }
+
+    pub(crate) fn waiters(&self) -> &WaiterKeys {
+        &self.waiters
+    }
+
+    /// `P{S}:sem:<i>` for every permit, in order.
+    pub(crate) fn slots(&self) -> &[String] {
+        &self.slots
+    }
+
+    /// The keys of permit `slot` once held: a lock on its own key, with the
+    /// semaphore's counter and queue.
+    pub(crate) fn permit(&self, slot: usize) -> LockKeys {
+        LockKeys {
+            lock: self.slots[slot].clone(),
+            fence: self.fence.clone(),
+            waiters: self.waiters.clone(),
+            prefix_len: self.prefix_len,
+            resource_end: self.base.len() - SEMAPHORE_INFIX.len() - 1,
+            permit: u32::try_from(slot).ok(),
+        }
     }
 }
 
@@ -169,6 +276,29 @@ mod tests {
         assert_eq!(keys.queue(), "fencelock:{orders:42}:queue");
         assert_eq!(keys.leases(), "fencelock:{orders:42}:leases");
         assert_eq!(keys.prefix_len, "fencelock:".len());
+    }
+
+    #[test]
+    fn a_semaphore_keeps_its_keys_under_one_hash_tag() {
+        let keys = SemaphoreKeys::new("p:", "jobs}x", 3).unwrap();
+        assert_eq!(keys.name(), "jobs}x");
+        assert_eq!(
+            keys.slots(),
+            ["p:{jobs}x}:sem:0", "p:{jobs}x}:sem:1", "p:{jobs}x}:sem:2"]
+        );
+        assert_eq!(keys.fence(), "p:{jobs}x}:sem:fence");
+        assert_eq!(keys.size(), "p:{jobs}x}:sem:permits");
+        assert_eq!(keys.waiters().queue, "p:{jobs}x}:sem:queue");
+        let permit = keys.permit(2);
+        assert_eq!(permit.lock(), "p:{jobs}x}:sem:2");
+        assert_eq!(permit.fence(), keys.fence());
+        assert_eq!(
+            &permit.lock()[permit.prefix_len + 1..permit.resource_end],
+            "jobs}x"
+        );
+        assert!(SemaphoreKeys::new("p:", "jobs", 0).is_err());
+        assert!(SemaphoreKeys::new("p:", "jobs", MAX_PERMITS + 1).is_err());
+        assert!(SemaphoreKeys::new("p:", "", 1).is_err());
     }
 
     #[test]

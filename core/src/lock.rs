@@ -9,6 +9,7 @@ use tracing::Instrument;
 use crate::compare_and_act::{CompareAndAct, compare_and_act, describe_compare_and_act};
 use crate::error::{Error, ErrorKind, Result, quorum_failure_kind};
 use crate::fenced::Fence;
+use crate::keys::WaiterKeys;
 use crate::lock_state::{LockState, LockStatus, LossReason};
 use crate::node::Reply;
 use crate::node_set::{NodeSet, tally};
@@ -64,6 +65,12 @@ impl Lock {
     /// The resource this lock protects.
     pub fn resource(&self) -> &str {
         self.state.resource()
+    }
+
+    /// For a semaphore's permit ([`crate::Semaphore::acquire`]): which of
+    /// its permits this is, from 0. `None` for a lock.
+    pub fn permit(&self) -> Option<u32> {
+        self.state.permit
     }
 
     /// The fencing token: strictly greater than that of every earlier holder
@@ -287,7 +294,8 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     client.watchdog.cancel(state);
     stop_stragglers(state).await;
     let nodes = &client.nodes;
-    let (keys, args) = queue::release_call(nodes, state.lock_key(), &state.token, Release::HandOff);
+    let waiters = state.waiters();
+    let (keys, args) = queue::release_call(nodes, state.lock_key(), &waiters, &state.token, Release::HandOff);
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     // Sent to every node, not just a quorum (a late grant may have landed
@@ -302,7 +310,14 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     let replies = decided.replies;
     // Counted for `Client::settle`: a process about to exit waits for them.
     decided.stragglers.finish_holding(|| nodes.background.start());
-    clean_up_unreached(nodes, keys[0], &state.token, &replies, client.connect_timeout);
+    clean_up_unreached(
+        nodes,
+        keys[0],
+        &waiters,
+        &state.token,
+        &replies,
+        client.connect_timeout,
+    );
     let (done, not_ours, _) = tally(replies.iter().map(Option::as_ref));
     let quorum = nodes.quorum();
     tracing::debug!(resource = %state.resource(), released_on = done, "lock released");
@@ -335,6 +350,7 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
 fn clean_up_unreached(
     nodes: &Arc<NodeSet>,
     lock_key: &str,
+    waiters: &WaiterKeys,
     token: &LockToken,
     replies: &[Option<Reply>],
     patience: Duration,
@@ -344,9 +360,15 @@ fn clean_up_unreached(
         return;
     }
     let failed: Vec<bool> = replies.iter().map(is_failed).collect();
-    queue::release_in_background(nodes, lock_key, token, Release::HandOff, patience, move |i| {
-        failed[i]
-    });
+    queue::release_in_background(
+        nodes,
+        lock_key,
+        waiters,
+        token,
+        Release::HandOff,
+        patience,
+        move |i| failed[i],
+    );
 }
 
 fn not_held(state: &LockState, why: &str) -> Error {

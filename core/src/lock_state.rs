@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::fenced::Fence;
-use crate::keys::LockKeys;
+use crate::keys::{LockKeys, WaiterKeys};
 use crate::lease::{Leases, Outcome};
 use crate::node_set::NodeSet;
 use crate::options::RenewalPolicy;
@@ -118,9 +118,16 @@ impl Timing {
 /// What a lock handle and the watchdog share. Kept small: a client may hold
 /// many thousands of locks.
 pub(crate) struct LockState {
-    /// `prefix{resource}`; the resource is the part between the braces.
+    /// `prefix{resource}` (or a semaphore's `prefix{name}:sem:<i>`); the
+    /// resource is the part between the braces.
     lock_key: String,
     prefix_len: usize,
+    resource_end: usize,
+    /// The waiters' keys when they are not the lock key's own (a permit's
+    /// are its semaphore's).
+    waiters: Option<Box<WaiterKeys>>,
+    /// Which of its semaphore's permits this is, for a permit.
+    pub(crate) permit: Option<u32>,
     pub(crate) token: LockToken,
     pub(crate) fencing_token: u64,
     /// This grant's id for fenced writes ([`Fence::holder`]).
@@ -172,9 +179,14 @@ impl LockState {
         valid_until: Instant,
         renewal: RenewalPolicy,
     ) -> Self {
+        let (prefix_len, resource_end, permit) = (keys.prefix_len, keys.resource_end, keys.permit);
+        let (lock_key, waiters) = keys.into_held();
         LockState {
-            prefix_len: keys.prefix_len,
-            lock_key: keys.into_lock_key(),
+            prefix_len,
+            resource_end,
+            lock_key,
+            waiters,
+            permit,
             token,
             fencing_token: fence.token,
             holder: fence.holder,
@@ -200,7 +212,15 @@ impl LockState {
     }
 
     pub(crate) fn resource(&self) -> &str {
-        &self.lock_key[self.prefix_len + 1..self.lock_key.len() - 1]
+        &self.lock_key[self.prefix_len + 1..self.resource_end]
+    }
+
+    /// The queue a release hands the lock on from.
+    pub(crate) fn waiters(&self) -> WaiterKeys {
+        match &self.waiters {
+            Some(waiters) => (**waiters).clone(),
+            None => WaiterKeys::of(&self.lock_key),
+        }
     }
 
     /// Keeps the task that carries the grant to the slower nodes, for release to stop.

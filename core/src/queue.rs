@@ -13,10 +13,10 @@ use std::time::Duration;
 use rand::Rng;
 use redis::Value;
 
-use crate::keys::WaiterKeys;
+use crate::keys::{LockKeys, SemaphoreKeys, WaiterKeys};
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
-use crate::scripts;
+use crate::scripts::{self, LuaScript};
 use crate::token::LockToken;
 
 /// How long a waiter's entry in a queue lives unless refreshed: a waiter
@@ -167,21 +167,22 @@ pub(crate) enum Release {
     Undo,
 }
 
-/// RELEASE's keys and arguments for `lock_key` and `token` (docs/protocol.md §3.2).
+/// RELEASE's keys and arguments for `lock_key` and `token`, handing on
+/// from `waiters` (docs/protocol.md §3.2).
 pub(crate) fn release_call(
     nodes: &NodeSet,
     lock_key: &str,
+    waiters: &WaiterKeys,
     token: &LockToken,
     release: Release,
 ) -> (Vec<String>, Vec<String>) {
-    let waiters = WaiterKeys::of(lock_key);
     let handoff = nodes.handoff();
     let window_ms = match release {
         Release::HandOff => handoff.window_ms.clone(),
         Release::Undo => "0".to_owned(),
     };
     (
-        vec![lock_key.to_owned(), waiters.queue, waiters.leases],
+        vec![lock_key.to_owned(), waiters.queue.clone(), waiters.leases.clone()],
         vec![token.as_str().to_owned(), window_ms, handoff.counted.to_owned()],
     )
 }
@@ -191,57 +192,92 @@ pub(crate) fn release_call(
 pub(crate) fn release_in_background(
     nodes: &Arc<NodeSet>,
     lock_key: &str,
+    waiters: &WaiterKeys,
     token: &LockToken,
     release: Release,
     patience: Duration,
     only: impl Fn(usize) -> bool + Send + Sync + 'static,
 ) {
-    let (keys, args) = release_call(nodes, lock_key, token, release);
+    let (keys, args) = release_call(nodes, lock_key, waiters, token, release);
     nodes.everywhere_in_background(&scripts::RELEASE, keys, args, patience, only);
 }
 
-/// For the acquire requests still on their way when `waiter` was granted
-/// the lock: each node that queues it after all (it refused, or failed and
-/// may have) gets a LEAVE. Nodes that answered in time are the
-/// [`crate::waiter::Waiter`]'s to leave.
-pub(crate) fn leave_where_late_refused(
-    nodes: Arc<NodeSet>,
-    lock_key: String,
-    waiter: String,
-) -> impl FnMut((usize, Reply)) + Send + 'static {
-    move |(i, reply)| {
-        let queued = match &reply {
-            Ok(value) => Refusal::read(value).is_some_and(|refusal| refusal.position.is_some()),
-            Err(_) => true,
-        };
-        if queued {
-            leave_in_background(&nodes, &lock_key, &waiter, move |j| j == i);
-        }
-    }
+/// How a waiter leaves a queue: LEAVE on a lock, SEM_LEAVE on a semaphore
+/// (either passes on a hand-off reserved for it).
+#[derive(Clone)]
+pub(crate) struct Leave {
+    script: &'static LuaScript,
+    /// The script's KEYS; its ARGV are the waiter id and the hand-off window.
+    keys: Arc<[String]>,
 }
 
-/// Takes `waiter` out of `lock_key`'s queue on the nodes `only` selects, in
-/// the background, passing on a hand-off reserved for it.
-pub(crate) fn leave_in_background(
-    nodes: &Arc<NodeSet>,
-    lock_key: &str,
-    waiter: &str,
-    only: impl Fn(usize) -> bool + Send + Sync + 'static,
-) {
-    let waiters = WaiterKeys::of(lock_key);
-    let handoff = nodes.handoff();
-    let keys = vec![lock_key.to_owned(), waiters.queue, waiters.leases];
-    let args = vec![
-        waiter.to_owned(),
-        handoff.window_ms.clone(),
-        handoff.counted.to_owned(),
-    ];
-    let patience = nodes
-        .nodes()
-        .first()
-        .map(|n| n.request_timeout())
-        .unwrap_or_default();
-    nodes.everywhere_in_background(&scripts::LEAVE, keys, args, patience, only);
+impl Leave {
+    /// LEAVE for the lock whose keys are `keys`.
+    pub(crate) fn lock(keys: &LockKeys) -> Self {
+        let waiters = keys.waiters();
+        Leave {
+            script: &scripts::LEAVE,
+            keys: [
+                keys.lock().to_owned(),
+                waiters.queue.clone(),
+                waiters.leases.clone(),
+            ]
+            .into(),
+        }
+    }
+
+    /// SEM_LEAVE for the semaphore whose keys are `keys`.
+    pub(crate) fn semaphore(keys: &SemaphoreKeys) -> Self {
+        let waiters = keys.waiters();
+        let mut all = vec![waiters.queue.clone(), waiters.leases.clone()];
+        all.extend(keys.slots().iter().cloned());
+        Leave {
+            script: &scripts::SEM_LEAVE,
+            keys: all.into(),
+        }
+    }
+
+    /// Takes `waiter` out of the queue on the nodes `only` selects, in the
+    /// background.
+    pub(crate) fn in_background(
+        &self,
+        nodes: &Arc<NodeSet>,
+        waiter: &str,
+        only: impl Fn(usize) -> bool + Send + Sync + 'static,
+    ) {
+        let handoff = nodes.handoff();
+        let args = vec![
+            waiter.to_owned(),
+            handoff.window_ms.clone(),
+            handoff.counted.to_owned(),
+        ];
+        let patience = nodes
+            .nodes()
+            .first()
+            .map(|n| n.request_timeout())
+            .unwrap_or_default();
+        nodes.everywhere_in_background(self.script, self.keys.to_vec(), args, patience, only);
+    }
+
+    /// For the acquire requests still on their way when `waiter` was
+    /// granted: each node that queues it after all (it refused, or failed
+    /// and may have) is left. Nodes that answered in time are the
+    /// [`crate::waiter::Waiter`]'s to leave.
+    pub(crate) fn where_late_refused(
+        self,
+        nodes: Arc<NodeSet>,
+        waiter: String,
+    ) -> impl FnMut((usize, Reply)) + Send + 'static {
+        move |(i, reply)| {
+            let queued = match &reply {
+                Ok(value) => Refusal::read(value).is_some_and(|refusal| refusal.position.is_some()),
+                Err(_) => true,
+            };
+            if queued {
+                self.in_background(&nodes, &waiter, move |j| j == i);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

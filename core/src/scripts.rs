@@ -196,6 +196,179 @@ return 0
     )
 });
 
+/// Shared helper of the semaphore scripts: enters or refreshes a waiter in
+/// a queue as ACQUIRE does (whose source, and so SHA1, stays as it was),
+/// returning its ticket and position.
+const ENTER_QUEUE: &str = r#"
+local function enter_queue(queue, leases, waiter, asked, lease_ms, now)
+  local ticket = tonumber(redis.call('ZSCORE', queue, waiter))
+  if ticket == nil then
+    local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
+    ticket = math.max((tonumber(last) or 0) + 1, asked)
+    redis.call('ZADD', queue, string.format('%d', ticket), waiter)
+  elseif asked > ticket then
+    ticket = asked
+    redis.call('ZADD', queue, string.format('%d', ticket), waiter)
+  end
+  redis.call('ZADD', leases, string.format('%d', now + lease_ms), waiter)
+  redis.call('PEXPIRE', queue, lease_ms)
+  redis.call('PEXPIRE', leases, lease_ms)
+  return ticket, redis.call('ZRANK', queue, waiter)
+end
+"#;
+
+/// `SEM_ACQUIRE(KEYS = {permits, fence, queue, leases, slot…},
+/// ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair, permits,
+/// window_ms, counted})`: takes one of a semaphore's permits
+/// (docs/protocol.md §3.11, §4.11).
+///
+/// The slots are the permits' keys in the client's order of preference. A
+/// slot is free when its key is absent or reserved for `waiter`; one
+/// reserved for it comes first, else the first absent one, which in fair
+/// mode only the first live waiter may take. A grant sets the slot to the
+/// token with `PX ttl`, passes on any other reservation for the waiter, wakes
+/// the next waiter when another slot is still absent, and returns `{1,
+/// index of the slot in KEYS from 1, new counter}`. Otherwise the waiter is
+/// queued as by ACQUIRE and `{0, retry_in_ms, ticket, position}` returned.
+/// A `permits` other than the one stored returns `{-1, stored}` and changes
+/// nothing; the stored number lives as long as the semaphore is in use.
+pub(crate) static SEM_ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "sem_acquire",
+        concat_script(&[
+            WAITERS,
+            HAND_OFF,
+            ENTER_QUEUE,
+            r#"
+local queue, leases, waiter = KEYS[3], KEYS[4], ARGV[3]
+local stored = redis.call('GET', KEYS[1])
+if stored and stored ~= ARGV[7] then return {-1, stored} end
+local keep = math.max(tonumber(ARGV[2]), tonumber(ARGV[5]))
+if not stored or redis.call('PTTL', KEYS[1]) < keep then
+  redis.call('SET', KEYS[1], ARGV[7], 'PX', keep)
+end
+local slots = redis.call('MGET', unpack(KEYS, 5))
+local mine = waiter ~= '' and 'w:' .. waiter
+local chosen, absent, spare
+for i = 1, #slots do
+  if mine and slots[i] == mine then chosen = i break end
+  if slots[i] == false then
+    if absent then spare = spare or i else absent = i end
+  end
+end
+local head
+if not chosen and absent then
+  if ARGV[6] == '1' then
+    drop_expired(queue, leases, now_ms())
+    head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if head == nil or head == waiter then chosen = absent end
+  else
+    chosen = absent
+  end
+end
+if chosen then
+  redis.call('SET', KEYS[chosen + 4], ARGV[1], 'PX', ARGV[2])
+  if waiter ~= '' and ARGV[4] ~= '0' then
+    redis.call('ZREM', queue, waiter)
+    redis.call('ZREM', leases, waiter)
+  end
+  for i = chosen + 1, #slots do
+    if mine and slots[i] == mine then hand_off(KEYS[i + 4], queue, leases, ARGV[8], ARGV[9]) end
+  end
+  if (spare or (absent and absent ~= chosen)) then
+    local next_head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if next_head then
+      local prefix = string.match(KEYS[1], '^[^{]*')
+      redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(next_head, 1, 32), next_head .. ' ' .. KEYS[1])
+    end
+  end
+  return {1, chosen, redis.call('INCR', KEYS[2])}
+end
+local ticket, position, now = 0, -1, now_ms()
+if waiter ~= '' then
+  ticket, position = enter_queue(queue, leases, waiter, tonumber(ARGV[4]), tonumber(ARGV[5]), now)
+end
+local retry_in = -1
+if absent then
+  local lease_end = head and tonumber(redis.call('ZSCORE', leases, head))
+  retry_in = lease_end and math.max(lease_end - now, 0) or 0
+  if head then
+    local prefix = string.match(KEYS[1], '^[^{]*')
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. KEYS[1])
+  end
+elseif position == 0 or position == 1 then
+  for i = 5, #KEYS do
+    local left = redis.call('PTTL', KEYS[i])
+    if left >= 0 and (retry_in < 0 or left < retry_in) then retry_in = left end
+  end
+end
+return {0, retry_in, ticket, position}
+"#,
+        ]),
+    )
+});
+
+/// `SEM_LEAVE(KEYS = {queue, leases, slot…}, ARGV = {waiter, window_ms,
+/// counted})`: takes a waiter out of a semaphore's queue, passing on every
+/// permit reserved for it. Returns how many it passed on.
+pub(crate) static SEM_LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "sem_leave",
+        concat_script(&[
+            WAITERS,
+            HAND_OFF,
+            r#"
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+local slots = redis.call('MGET', unpack(KEYS, 3))
+local passed = 0
+for i = 1, #slots do
+  if slots[i] == 'w:' .. ARGV[1] then
+    hand_off(KEYS[i + 2], KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+    passed = passed + 1
+  end
+end
+return passed
+"#,
+        ]),
+    )
+});
+
+/// `SEM_UNDO(KEYS = {slot…}, ARGV = {token})`: deletes the slot among
+/// `KEYS` that holds `token` (an attempt's leftover), waking nobody.
+/// Returns 1 when one did, 0 otherwise.
+pub(crate) static SEM_UNDO: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "sem_undo",
+        r#"
+local slots = redis.call('MGET', unpack(KEYS))
+for i = 1, #slots do
+  if slots[i] == ARGV[1] then
+    redis.call('DEL', KEYS[i])
+    return 1
+  end
+end
+return 0
+"#,
+    )
+});
+
+/// `SEM_HOLDERS(KEYS = {slot…})`: the indices (from 1) of the slots held
+/// here by a token, reservations for a waiter left out; for monitoring.
+pub(crate) static SEM_HOLDERS: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "sem_holders",
+        r#"
+local slots = redis.call('MGET', unpack(KEYS))
+local held = {}
+for i = 1, #slots do
+  if slots[i] and string.sub(slots[i], 1, 2) ~= 'w:' then held[#held + 1] = i end
+end
+return held
+"#,
+    )
+});
+
 /// `EXTEND(KEYS = {lock}, ARGV = {token, ttl_ms})`: compare-and-pexpire.
 ///
 /// Returns 1 when extended, 0 when another owner holds the key, -1 when absent.
@@ -327,7 +500,7 @@ fn concat_script(parts: &[&str]) -> &'static str {
 }
 
 /// Every script, for pre-loading and the protocol document check.
-pub(crate) fn all() -> [&'static LuaScript; 10] {
+pub(crate) fn all() -> [&'static LuaScript; 14] {
     [
         &ACQUIRE,
         &LEAVE,
@@ -339,6 +512,10 @@ pub(crate) fn all() -> [&'static LuaScript; 10] {
         &STATUS,
         &ANNOUNCE,
         &LEADER,
+        &SEM_ACQUIRE,
+        &SEM_LEAVE,
+        &SEM_UNDO,
+        &SEM_HOLDERS,
     ]
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::queue::{self, Entry, Place};
+use crate::queue::{Entry, Leave, Place};
 use crate::shared::ClientShared;
 use crate::wake::Registration;
 
@@ -14,7 +14,7 @@ use crate::wake::Registration;
 pub(crate) struct Waiter {
     registration: Registration,
     client: Arc<ClientShared>,
-    lock_key: String,
+    leave: Leave,
     place: Place,
     /// Bit `i` set: node `i` may have this waiter in its queue.
     entered: u128,
@@ -24,11 +24,11 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
-    pub(crate) fn new(client: &Arc<ClientShared>, lock_key: &str) -> Self {
+    pub(crate) fn new(client: &Arc<ClientShared>, leave: Leave) -> Self {
         Waiter {
             registration: client.wakeups.register(),
             client: client.clone(),
-            lock_key: lock_key.to_owned(),
+            leave,
             place: Place::default(),
             entered: 0,
             evening: false,
@@ -110,11 +110,9 @@ impl Drop for Waiter {
             return;
         }
         let entered = self.entered;
-        queue::leave_in_background(
-            &self.client.nodes,
-            &self.lock_key,
-            &self.registration.id,
-            move |i| i < 128 && entered & (1 << i) != 0,
-        );
+        self.leave
+            .in_background(&self.client.nodes, &self.registration.id, move |i| {
+                i < 128 && entered & (1 << i) != 0
+            });
     }
 }

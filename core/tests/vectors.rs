@@ -229,6 +229,7 @@ fn limits_are_the_vectors() {
         fencelock::MAX_LEADER_VALUE as u64,
         limit("max_leader_value_bytes")
     );
+    assert_eq!(u64::from(fencelock::MAX_PERMITS), limit("max_permits"));
     assert_eq!(
         Some(fencelock::MAX_DRIFT_FACTOR),
         vectors["limits"]["max_drift_factor"].as_f64()

@@ -144,6 +144,13 @@ pub enum Violation {
         /// The largest validity allowed for it.
         bound: Duration,
     },
+    /// P1 for a semaphore: more holders valid at one instant than it has permits.
+    Capacity {
+        /// The holders valid at that instant.
+        holders: Vec<Grant>,
+        /// The permits.
+        permits: usize,
+    },
     /// P9: a later grant got a token not larger than an earlier one.
     TokenOrder {
         /// The earlier grant.
@@ -169,6 +176,13 @@ impl fmt::Display for Violation {
             Violation::Counter { expected, actual } => {
                 write!(f, "P2 counter is {actual}, expected {expected}")
             }
+            Violation::Capacity { holders, permits } => write!(
+                f,
+                "P1 over capacity on '{}': {} holders valid at once with {permits} permits (tokens {:?})",
+                holders[0].resource,
+                holders.len(),
+                holders.iter().map(|g| g.fencing_token).collect::<Vec<_>>()
+            ),
             Violation::Validity { grant, bound } => write!(
                 f,
                 "P3 {} on '{}' reported validity {:?}, allowed at most {bound:?} (and > 0)",
@@ -250,6 +264,30 @@ impl History {
         overlaps(&self.grants())
     }
 
+    /// P1 for a semaphore of `permits`: the first instant of each resource
+    /// at which more than `permits` holders were valid, if any.
+    pub fn capacity_violations(&self, permits: usize) -> Vec<Violation> {
+        by_resource(&self.grants())
+            .into_iter()
+            .filter_map(|same| {
+                let (_, at) = peak(&same)?;
+                let holders: Vec<Grant> = same
+                    .iter()
+                    .filter(|g| g.acquired_at <= at && at < g.valid_until())
+                    .map(|g| (*g).clone())
+                    .collect();
+                (holders.len() > permits).then_some(Violation::Capacity { holders, permits })
+            })
+            .collect()
+    }
+
+    /// The most holders of `resource` valid at one instant.
+    pub fn max_concurrent(&self, resource: &str) -> usize {
+        let grants = self.grants();
+        let same: Vec<&Grant> = grants.iter().filter(|g| g.resource == resource).collect();
+        peak(&same).map_or(0, |(count, _)| count)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Grant>> {
         // Plain data: a panicking recorder cannot leave it half-written.
         self.grants
@@ -276,6 +314,26 @@ fn by_resource(grants: &[Grant]) -> Vec<Vec<&Grant>> {
             same
         })
         .collect()
+}
+
+/// The most grants valid at one instant, and the first such instant: a
+/// sweep over the starts and ends of their validity.
+fn peak(grants: &[&Grant]) -> Option<(usize, Instant)> {
+    let mut events: Vec<(Instant, i32)> = grants
+        .iter()
+        .filter(|g| g.acquired_at < g.valid_until())
+        .flat_map(|g| [(g.acquired_at, 1), (g.valid_until(), -1)])
+        .collect();
+    // At equal instants an end comes first: a validity is half-open.
+    events.sort();
+    let (mut now, mut best) = (0i32, None::<(usize, Instant)>);
+    for (at, step) in events {
+        now += step;
+        if best.is_none_or(|(count, _)| now as usize > count) && now > 0 {
+            best = Some((now as usize, at));
+        }
+    }
+    best
 }
 
 /// P1. Sorted by acquisition, a grant can only overlap later grants that
@@ -370,6 +428,7 @@ mod tests {
             .map(|v| match v {
                 Violation::Overlap { .. } => "overlap",
                 Violation::Counter { .. } => "counter",
+                Violation::Capacity { .. } => "capacity",
                 Violation::Validity { .. } => "validity",
                 Violation::TokenOrder { .. } => "token",
             })
@@ -386,6 +445,27 @@ mod tests {
         history.record(grant(t0, "c", 1100, 900, None, 3));
         assert!(history.check(&CheckOptions::default()).is_empty());
         assert_eq!(check_counter(3, 3), None);
+    }
+
+    #[test]
+    fn a_semaphore_history_is_checked_against_its_permits() {
+        let t0 = Instant::now();
+        let history = History::new();
+        history.record(grant(t0, "a", 0, 900, Some(300), 1));
+        history.record(grant(t0, "b", 100, 900, Some(400), 2));
+        // c starts exactly when a releases: two at once, never three.
+        history.record(grant(t0, "c", 299, 900, Some(500), 3));
+        assert_eq!(history.max_concurrent("r"), 2);
+        assert!(history.capacity_violations(2).is_empty());
+        history.record(grant(t0, "d", 350, 900, None, 4));
+        assert_eq!(history.max_concurrent("r"), 3);
+        let violations = history.capacity_violations(2);
+        assert_eq!(kinds(&violations), ["capacity"]);
+        assert!(
+            violations[0].to_string().contains("3 holders"),
+            "{}",
+            violations[0]
+        );
     }
 
     #[test]

@@ -1,0 +1,305 @@
+//! What an acquire attempt asks the nodes for: a lock's one key, or any
+//! one of a semaphore's permits (docs/protocol.md §4.2, §4.11).
+//!
+//! A permit is a lock on one of the semaphore's `permits` slot keys. Each
+//! node grants the first free slot in the order the attempt lists them, and
+//! the attempt holds a permit only when a quorum of nodes granted the *same*
+//! slot. Each slot is then a lock like any other, so no more holders than
+//! slots can be valid at once, on one node or many (§4.11 gives the
+//! argument; counting free slots per node instead over-admits).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use redis::Value;
+
+use crate::fencing::MAX_FENCING_TOKEN;
+use crate::keys::{LockKeys, SemaphoreKeys};
+use crate::node::{Reply, as_i64};
+use crate::node_set::NodeSet;
+use crate::queue::{self, Entry, Leave, Release};
+use crate::scripts::{self, LuaScript};
+use crate::token::LockToken;
+
+/// What is being acquired.
+#[derive(Clone, Debug)]
+pub(crate) enum Claim {
+    /// A lock on one resource.
+    Lock(LockKeys),
+    /// Any one permit of a semaphore.
+    Permit(Arc<SemaphoreKeys>),
+}
+
+/// One node's grant: which slot (always 0 for a lock) and the counter it
+/// returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NodeGrant {
+    pub(crate) slot: usize,
+    pub(crate) counter: u64,
+}
+
+/// One attempt's request to every node.
+pub(crate) struct Request {
+    pub(crate) script: &'static LuaScript,
+    pub(crate) keys: Vec<String>,
+    pub(crate) args: Vec<String>,
+    /// For a semaphore: the slot behind each slot key sent, in order.
+    order: Vec<usize>,
+}
+
+impl Claim {
+    /// The resource or semaphore name.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Claim::Lock(keys) => &keys.lock()[keys.prefix_len + 1..keys.resource_end],
+            Claim::Permit(keys) => keys.name(),
+        }
+    }
+
+    /// How messages name what was asked for.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Claim::Lock(_) => format!("lock '{}'", self.name()),
+            Claim::Permit(keys) => format!("semaphore '{}' ({} permits)", keys.name(), keys.permits()),
+        }
+    }
+
+    /// What is refused to an attempt: for a lock, the lock itself; for a
+    /// semaphore, every permit.
+    pub(crate) fn held_elsewhere(&self) -> String {
+        match self {
+            Claim::Lock(_) => format!(
+                "lock '{}' is held by another owner or kept for a waiter ahead in line",
+                self.name()
+            ),
+            Claim::Permit(keys) => format!(
+                "all {} permits of semaphore '{}' are held or kept for waiters ahead in line",
+                keys.permits(),
+                keys.name()
+            ),
+        }
+    }
+
+    /// How a waiter of this claim leaves its queue.
+    pub(crate) fn leave(&self) -> Leave {
+        match self {
+            Claim::Lock(keys) => Leave::lock(keys),
+            Claim::Permit(keys) => Leave::semaphore(keys),
+        }
+    }
+
+    /// The fencing counter's key.
+    pub(crate) fn fence(&self) -> &str {
+        match self {
+            Claim::Lock(keys) => keys.fence(),
+            Claim::Permit(keys) => keys.fence(),
+        }
+    }
+
+    /// The keys of what a grant on `slot` holds.
+    pub(crate) fn held(&self, slot: usize) -> LockKeys {
+        match self {
+            Claim::Lock(keys) => keys.clone(),
+            Claim::Permit(keys) => keys.permit(slot),
+        }
+    }
+
+    /// ACQUIRE or SEM_ACQUIRE for an attempt with `token`. A semaphore's
+    /// slots go in a random rotation, so that clients that arrive together
+    /// mostly ask for different slots, while every node of one attempt sees
+    /// the same order.
+    pub(crate) fn request(
+        &self,
+        nodes: &NodeSet,
+        token: &LockToken,
+        ttl: Duration,
+        entry: &Entry<'_>,
+    ) -> Request {
+        let [waiter, ticket, lease, fair] = entry.args();
+        let ttl_ms = ttl.as_millis().to_string();
+        match self {
+            Claim::Lock(keys) => Request {
+                script: &scripts::ACQUIRE,
+                keys: keys.acquire_keys().map(str::to_owned).to_vec(),
+                args: vec![token.as_str().to_owned(), ttl_ms, waiter, ticket, lease, fair],
+                order: Vec::new(),
+            },
+            Claim::Permit(keys) => {
+                let permits = keys.slots().len();
+                let start = rand::rng().random_range(0..permits);
+                let order: Vec<usize> = (0..permits).map(|i| (start + i) % permits).collect();
+                let waiters = keys.waiters();
+                let mut all = vec![
+                    keys.size().to_owned(),
+                    keys.fence().to_owned(),
+                    waiters.queue.clone(),
+                    waiters.leases.clone(),
+                ];
+                all.extend(order.iter().map(|&slot| keys.slots()[slot].clone()));
+                let handoff = nodes.handoff();
+                Request {
+                    script: &scripts::SEM_ACQUIRE,
+                    keys: all,
+                    args: vec![
+                        token.as_str().to_owned(),
+                        ttl_ms,
+                        waiter,
+                        ticket,
+                        lease,
+                        fair,
+                        keys.permits().to_string(),
+                        handoff.window_ms.clone(),
+                        handoff.counted.to_owned(),
+                    ],
+                    order,
+                }
+            }
+        }
+    }
+
+    /// The grant in a node's reply, if it is one.
+    pub(crate) fn read_grant(&self, request: &Request, reply: &Reply) -> Option<NodeGrant> {
+        let value = reply.as_ref().ok()?;
+        let (slot, counter) = match self {
+            Claim::Lock(_) => (0, as_i64(value)?),
+            Claim::Permit(_) => {
+                let Value::Array(items) = value else { return None };
+                let [first, index, counter] = items.as_slice() else {
+                    return None;
+                };
+                if as_i64(first)? != 1 {
+                    return None;
+                }
+                let index = usize::try_from(as_i64(index)?).ok()?;
+                (*request.order.get(index.checked_sub(1)?)?, as_i64(counter)?)
+            }
+        };
+        let counter = u64::try_from(counter)
+            .ok()
+            .filter(|n| (1..=MAX_FENCING_TOKEN).contains(n))?;
+        Some(NodeGrant { slot, counter })
+    }
+
+    /// The counter in a grant that is out of the token range (above 2^53 −
+    /// 1), which the node's reply cannot carry exactly.
+    pub(crate) fn counter_out_of_range(&self, value: &Value) -> Option<i64> {
+        let counter = match self {
+            Claim::Lock(_) => as_i64(value)?,
+            Claim::Permit(_) => match value {
+                Value::Array(items) if items.len() == 3 && as_i64(&items[0]) == Some(1) => as_i64(&items[2])?,
+                _ => return None,
+            },
+        };
+        (counter > MAX_FENCING_TOKEN as i64).then_some(counter)
+    }
+
+    /// For a semaphore: the number of permits a node has stored, when it
+    /// differs from ours (SEM_ACQUIRE's `{-1, stored}`).
+    pub(crate) fn size_mismatch(&self, value: &Value) -> Option<String> {
+        let Claim::Permit(_) = self else { return None };
+        let Value::Array(items) = value else { return None };
+        match items.as_slice() {
+            [first, stored] if as_i64(first) == Some(-1) => Some(match stored {
+                Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                other => format!("{other:?}"),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Undoes an attempt with `token` on the nodes `only` selects, in the
+    /// background, waking nobody. For a semaphore, `keep` is a slot that
+    /// stays (the one the attempt won): a node may have granted another.
+    pub(crate) fn undo_in_background(
+        &self,
+        nodes: &Arc<NodeSet>,
+        token: &LockToken,
+        keep: Option<usize>,
+        patience: Duration,
+        only: impl Fn(usize) -> bool + Send + Sync + 'static,
+    ) {
+        match self {
+            Claim::Lock(keys) => queue::release_in_background(
+                nodes,
+                keys.lock(),
+                keys.waiters(),
+                token,
+                Release::Undo,
+                patience,
+                only,
+            ),
+            Claim::Permit(keys) => {
+                let slots: Vec<String> = (0..keys.slots().len())
+                    .filter(|&slot| Some(slot) != keep)
+                    .map(|slot| keys.slots()[slot].clone())
+                    .collect();
+                if slots.is_empty() {
+                    return;
+                }
+                let args = vec![token.as_str().to_owned()];
+                nodes.everywhere_in_background(&scripts::SEM_UNDO, slots, args, patience, only);
+            }
+        }
+    }
+}
+
+/// The decision rule of an attempt: settled once one slot has a quorum of
+/// grants, or no slot can reach one with the nodes still to answer.
+pub(crate) fn by_slot_quorum<'a>(
+    claim: &'a Claim,
+    request: &'a Request,
+    nodes: usize,
+    needed: usize,
+) -> impl FnMut(usize, &Reply) -> bool + 'a {
+    let mut counts: Vec<(usize, usize)> = Vec::new();
+    let mut answered = 0;
+    move |_, reply| {
+        answered += 1;
+        if let Some(grant) = claim.read_grant(request, reply) {
+            match counts.iter_mut().find(|(slot, _)| *slot == grant.slot) {
+                Some((_, count)) => *count += 1,
+                None => counts.push((grant.slot, 1)),
+            }
+        }
+        let best = counts.iter().map(|(_, count)| *count).max().unwrap_or(0);
+        best >= needed || best + (nodes - answered) < needed
+    }
+}
+
+/// The slot granted by a quorum, if any, with each node's counter for it.
+pub(crate) fn winner(grants: &[Option<NodeGrant>], needed: usize) -> Option<(usize, Vec<Option<u64>>)> {
+    let mut slots: Vec<usize> = grants.iter().flatten().map(|g| g.slot).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    let slot = slots
+        .into_iter()
+        .find(|&slot| grants.iter().flatten().filter(|g| g.slot == slot).count() >= needed)?;
+    let counters = grants
+        .iter()
+        .map(|g| g.filter(|g| g.slot == slot).map(|g| g.counter))
+        .collect();
+    Some((slot, counters))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(slot: usize, counter: u64) -> Option<NodeGrant> {
+        Some(NodeGrant { slot, counter })
+    }
+
+    #[test]
+    fn only_a_quorum_on_one_slot_wins() {
+        // Three grants out of five, split 2 + 1: no permit.
+        assert_eq!(
+            winner(&[grant(0, 4), grant(1, 7), grant(0, 5), None, None], 3),
+            None
+        );
+        let (slot, counters) =
+            winner(&[grant(1, 4), grant(1, 7), grant(0, 5), grant(1, 2), None], 3).unwrap();
+        assert_eq!(slot, 1);
+        assert_eq!(counters, [Some(4), Some(7), None, Some(2), None]);
+    }
+}
