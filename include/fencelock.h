@@ -132,6 +132,11 @@
 #define FENCELOCK_MAX_LEADER_VALUE_BYTES 65536
 
 /**
+ * Most permits a semaphore may have (`fencelock_semaphore_acquire`).
+ */
+#define FENCELOCK_MAX_PERMITS 256
+
+/**
  * The result of every fallible function. Values are stable and grouped:
  * `0` is success; `1..=99` are the core's error kinds (the same numbers
  * every front uses, listed in `tests/vectors/protocol.json`); `100..=199`
@@ -370,7 +375,9 @@ typedef struct fencelock_error fencelock_error;
 
 /**
  * A lock taken by `fencelock_acquire`, `fencelock_acquire_with`,
- * `fencelock_try_acquire` or their `_async` variants.
+ * `fencelock_try_acquire` or their `_async` variants; also a leadership
+ * (`fencelock_campaign`) and a semaphore's permit
+ * (`fencelock_semaphore_acquire`, see `fencelock_lock_permit`).
  *
  * Release it with [`fencelock_lock_release`] (network), then free it with
  * [`fencelock_lock_free`] (memory). Freeing a lock that is still held stops
@@ -554,6 +561,10 @@ typedef struct fencelock_limits {
    * Longest value a leader may announce, in bytes.
    */
   size_t max_leader_value_bytes;
+  /**
+   * Most permits a semaphore may have.
+   */
+  uint32_t max_permits;
 } fencelock_limits;
 
 /**
@@ -1545,6 +1556,175 @@ fencelock_status fencelock_options_set_tls_client_cert_pem(struct fencelock_opti
  */
 fencelock_status fencelock_options_set_tls_min_version(struct fencelock_options *options,
                                                        int32_t version);
+
+/**
+ * Takes a permit of the semaphore `name`, waiting (woken when a holder
+ * releases, as a lock's waiters are) for up to `wait_ms` while all
+ * `permits` are held. The permit lives `ttl_ms` on Redis and is renewed
+ * automatically until released (unless auto-renew is off).
+ *
+ * * `name`: NUL-terminated UTF-8, 1 to `FENCELOCK_MAX_RESOURCE_BYTES`
+ *   bytes, borrowed for the call. A semaphore's keys never collide with a
+ *   lock's or an election's of the same name.
+ * * `permits`: how many holders the semaphore admits at once, 1 to
+ *   `FENCELOCK_MAX_PERMITS`. Every user of the semaphore must pass the same
+ *   number while it is in use.
+ * * `ttl_ms`, `wait_ms`: as [`crate::fencelock_acquire`]
+ *   (`FENCELOCK_MAX_WAIT_MS` to wait as long as allowed, 0 for one attempt).
+ * * `out`: receives the permit on success only: a `fencelock_lock` whose
+ *   resource is `name`, which [`fencelock_lock_permit`] says is permit
+ *   number 0 to `permits - 1`. Extend, release (which frees the permit for
+ *   the next waiter), its fencing token, lost callback and events work as
+ *   for any lock. Free it with `fencelock_lock_free`.
+ * * `error`: NULL, or receives detail on failure (node by node).
+ *
+ * Statuses as [`crate::fencelock_acquire`]: `TIMEOUT` (every permit held
+ * for all of `wait_ms`), `NOT_ACQUIRED` (every permit held and `wait_ms`
+ * is 0), `UNAVAILABLE`, `INVALID_UTF8`, `NULL_ARGUMENT`, `CLOSED`,
+ * `WOULD_BLOCK`; `INVALID_ARGUMENT` for a bad name, ttl or wait, `permits`
+ * 0 or above `FENCELOCK_MAX_PERMITS`, and when the nodes hold this
+ * semaphore with another number of permits (the message says "has N
+ * permits").
+ *
+ * Blocks up to about `wait_ms` plus one attempt (bounded by the per-node
+ * timeout); use [`fencelock_semaphore_acquire_async`] not to block.
+ * Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `name` is NULL or NUL-terminated; `out` and
+ * `error` are NULL or writable.
+ */
+fencelock_status fencelock_semaphore_acquire(const struct fencelock_client *client,
+                                             const char *name,
+                                             uint32_t permits,
+                                             uint64_t ttl_ms,
+                                             uint64_t wait_ms,
+                                             struct fencelock_lock **out,
+                                             struct fencelock_error **error);
+
+/**
+ * Takes a permit as [`fencelock_semaphore_acquire`] does, with the ttl,
+ * wait, auto-renew, renewal caps and fair waiting of `options` (which the
+ * call copies: free or reuse them right after). Fair: the acquire never
+ * takes a free permit ahead of an earlier waiter of the semaphore.
+ *
+ * Statuses, blocking and threading as [`fencelock_semaphore_acquire`];
+ * `INVALID_ARGUMENT` also for an option out of range.
+ *
+ * # Safety
+ * As [`fencelock_semaphore_acquire`]; `options` is NULL or live.
+ */
+fencelock_status fencelock_semaphore_acquire_with(const struct fencelock_client *client,
+                                                  const char *name,
+                                                  uint32_t permits,
+                                                  const struct fencelock_lock_options *options,
+                                                  struct fencelock_lock **out,
+                                                  struct fencelock_error **error);
+
+/**
+ * One attempt to take a permit for `ttl_ms`: as
+ * [`fencelock_semaphore_acquire`] with no wait; `NOT_ACQUIRED` when every
+ * permit is held.
+ *
+ * Blocks for one attempt (at most about the per-node timeout). Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_semaphore_acquire`].
+ */
+fencelock_status fencelock_semaphore_try_acquire(const struct fencelock_client *client,
+                                                 const char *name,
+                                                 uint32_t permits,
+                                                 uint64_t ttl_ms,
+                                                 struct fencelock_lock **out,
+                                                 struct fencelock_error **error);
+
+/**
+ * Starts taking a permit of the semaphore `name` (as
+ * [`fencelock_semaphore_acquire`], `wait_ms` 0 for one attempt) and
+ * returns at once; `callback` gets the permit (a `fencelock_lock`, the
+ * callback's to free) or the failure exactly once, on fencelock's callback
+ * thread, possibly before this function returns.
+ *
+ * `operation_out`, `user_data` and the returned status as
+ * [`crate::fencelock_acquire_async`]: a bad name, `permits`, ttl or wait
+ * fails this call (`INVALID_ARGUMENT`…) and the callback is never called.
+ * A semaphore held elsewhere with another number of permits is reported to
+ * the callback (`INVALID_ARGUMENT`, "has N permits"). Cancelling the
+ * operation stops the wait and undoes any partial grant. Never blocks.
+ * Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_semaphore_acquire`]; `callback` is NULL or a function of
+ * that type; `operation_out` is NULL or writable.
+ */
+fencelock_status fencelock_semaphore_acquire_async(const struct fencelock_client *client,
+                                                   const char *name,
+                                                   uint32_t permits,
+                                                   uint64_t ttl_ms,
+                                                   uint64_t wait_ms,
+                                                   fencelock_acquire_callback callback,
+                                                   void *user_data,
+                                                   struct fencelock_operation **operation_out,
+                                                   struct fencelock_error **error);
+
+/**
+ * Starts taking a permit as [`fencelock_semaphore_acquire_async`] does,
+ * with the options of `options` (copied: free or reuse them right after).
+ * Statuses, callback and threading as [`fencelock_semaphore_acquire_async`].
+ * Never blocks.
+ *
+ * # Safety
+ * As [`fencelock_semaphore_acquire_async`]; `options` is NULL or live.
+ */
+fencelock_status fencelock_semaphore_acquire_with_async(const struct fencelock_client *client,
+                                                        const char *name,
+                                                        uint32_t permits,
+                                                        const struct fencelock_lock_options *options,
+                                                        fencelock_acquire_callback callback,
+                                                        void *user_data,
+                                                        struct fencelock_operation **operation_out,
+                                                        struct fencelock_error **error);
+
+/**
+ * Writes to `holders` how many permits of the semaphore `name` are held
+ * now: those held on a majority of the nodes (a permit being handed to a
+ * waiter is not counted). For monitoring: the answer may be out of date
+ * when it arrives. `permits` as [`fencelock_semaphore_acquire`] (the count
+ * looks at permits 0 to `permits - 1`).
+ *
+ * Statuses: `OK`; `UNAVAILABLE` (no majority of nodes answered);
+ * `INVALID_ARGUMENT` (bad name, `permits` 0 or above
+ * `FENCELOCK_MAX_PERMITS`); `INVALID_UTF8`; `NULL_ARGUMENT`; `CLOSED`;
+ * `WOULD_BLOCK` (on a thread of an async runtime).
+ *
+ * Blocks for one round trip to the nodes (bounded by the connect timeout).
+ * Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `name` is NULL or NUL-terminated; `holders`
+ * and `error` are NULL or writable.
+ */
+fencelock_status fencelock_semaphore_holders(const struct fencelock_client *client,
+                                             const char *name,
+                                             uint32_t permits,
+                                             size_t *holders,
+                                             struct fencelock_error **error);
+
+/**
+ * Whether `lock` is a semaphore's permit (from
+ * [`fencelock_semaphore_acquire`] or its variants): true, and `*permit`
+ * receives its number (0 to the semaphore's `permits - 1`; two holders of
+ * one semaphore at once never have the same number); false for a lock, a
+ * leadership, or a NULL `lock`, and `*permit` is left alone. `permit` may
+ * be NULL to ask only whether. Still answers after the permit was released
+ * or lost.
+ *
+ * Never blocks; thread-safe.
+ *
+ * # Safety
+ * `lock` is NULL or live; `permit` is NULL or writable.
+ */
+bool fencelock_lock_permit(const struct fencelock_lock *lock, uint32_t *permit);
 
 /**
  * Waits until no client of this process has clean-up running in the

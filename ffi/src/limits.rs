@@ -25,6 +25,8 @@ pub const FENCELOCK_MAX_HOLDER_ID: u64 = 9_223_372_036_854_775_807;
 pub const FENCELOCK_MAX_DRIFT_FACTOR: c_double = 0.1;
 /// Longest value a leader may announce (`fencelock_campaign`), in bytes.
 pub const FENCELOCK_MAX_LEADER_VALUE_BYTES: usize = 65_536;
+/// Most permits a semaphore may have (`fencelock_semaphore_acquire`).
+pub const FENCELOCK_MAX_PERMITS: u32 = 256;
 
 /// The limits of this library, read at run time (the same values as the
 /// `FENCELOCK_MAX_*` and `FENCELOCK_MIN_TTL_MS` macros of the header it was
@@ -50,6 +52,8 @@ pub struct fencelock_limits {
     pub max_drift_factor: c_double,
     /// Longest value a leader may announce, in bytes.
     pub max_leader_value_bytes: usize,
+    /// Most permits a semaphore may have.
+    pub max_permits: u32,
 }
 
 static LIMITS: fencelock_limits = fencelock_limits {
@@ -62,6 +66,7 @@ static LIMITS: fencelock_limits = fencelock_limits {
     max_holder_id: fencelock::MAX_HOLDER_ID,
     max_drift_factor: fencelock::MAX_DRIFT_FACTOR,
     max_leader_value_bytes: fencelock::MAX_LEADER_VALUE,
+    max_permits: fencelock::MAX_PERMITS,
 };
 
 /// The limits of the loaded library.
@@ -89,6 +94,7 @@ mod tests {
             max_holder_id: FENCELOCK_MAX_HOLDER_ID,
             max_drift_factor: FENCELOCK_MAX_DRIFT_FACTOR,
             max_leader_value_bytes: FENCELOCK_MAX_LEADER_VALUE_BYTES,
+            max_permits: FENCELOCK_MAX_PERMITS,
         };
         // SAFETY: never NULL, static.
         let limits = unsafe { &*fencelock_get_limits() };
@@ -107,6 +113,7 @@ mod tests {
                 max_holder_id: number("max_holder_id"),
                 max_drift_factor: listed["max_drift_factor"].as_f64().unwrap(),
                 max_leader_value_bytes: number("max_leader_value_bytes") as usize,
+                max_permits: number("max_permits") as u32,
             },
             macros
         );

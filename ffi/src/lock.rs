@@ -17,7 +17,9 @@ use crate::lost::{LostCallback, fencelock_lost_callback, watch};
 use crate::status::fencelock_status;
 
 /// A lock taken by `fencelock_acquire`, `fencelock_acquire_with`,
-/// `fencelock_try_acquire` or their `_async` variants.
+/// `fencelock_try_acquire` or their `_async` variants; also a leadership
+/// (`fencelock_campaign`) and a semaphore's permit
+/// (`fencelock_semaphore_acquire`, see `fencelock_lock_permit`).
 ///
 /// Release it with [`fencelock_lock_release`] (network), then free it with
 /// [`fencelock_lock_free`] (memory). Freeing a lock that is still held stops
