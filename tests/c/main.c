@@ -18,6 +18,7 @@
  *   test_async.c      *_async calls, cancelling, *operation_out
  *   test_callbacks.c  blocking and slow callbacks, stopping callbacks, fork
  *   test_election.c   campaigns, leaderships, observations
+ *   test_semaphore.c  semaphores: capacity, permits, holders, size mismatch, callbacks, loss
  *   test_vectors.c    the shared protocol vectors and tables
  * and what they share in support.h / support.c; harness.h runs the nodes.
  */
@@ -79,6 +80,15 @@ int main(int argc, char **argv) {
       TEST(test_campaign_and_observe_on_three_nodes),
       TEST(test_observation_calls_end_when_cancelled_or_freed),
       TEST(test_bad_campaign_arguments),
+      TEST(test_semaphore_capacity_under_contention),
+      TEST(test_semaphore_capacity_under_contention_on_three_nodes),
+      TEST(test_semaphore_permits_and_holders),
+      TEST(test_semaphore_permits_and_holders_on_three_nodes),
+      TEST(test_semaphore_permits_must_agree),
+      TEST(test_semaphore_async_acquire),
+      TEST(test_semaphore_fair_option),
+      TEST(test_semaphore_permit_lost),
+      TEST(test_bad_semaphore_arguments),
       TEST(test_protocol_vectors),
       TEST(test_redlock_quorum),
   };

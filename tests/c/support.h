@@ -136,6 +136,17 @@ void test_campaign_and_observe_on_three_nodes(void);
 void test_observation_calls_end_when_cancelled_or_freed(void);
 void test_bad_campaign_arguments(void);
 
+/* test_semaphore.c */
+void test_semaphore_capacity_under_contention(void);
+void test_semaphore_capacity_under_contention_on_three_nodes(void);
+void test_semaphore_permits_and_holders(void);
+void test_semaphore_permits_and_holders_on_three_nodes(void);
+void test_semaphore_permits_must_agree(void);
+void test_semaphore_async_acquire(void);
+void test_semaphore_fair_option(void);
+void test_semaphore_permit_lost(void);
+void test_bad_semaphore_arguments(void);
+
 /* test_vectors.c */
 void test_protocol_vectors(void);
 

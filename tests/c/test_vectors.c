@@ -46,6 +46,8 @@ static void check_shared_tables(const char *line, int *kinds_checked, int *limit
     CHECK(limits->max_prefix_bytes == FENCELOCK_MAX_PREFIX_BYTES);
     CHECK(limits->max_fencing_token == FENCELOCK_MAX_FENCING_TOKEN && limits->max_holder_id == FENCELOCK_MAX_HOLDER_ID);
     CHECK(limits->max_drift_factor == FENCELOCK_MAX_DRIFT_FACTOR);
+    CHECK(limits->max_leader_value_bytes == FENCELOCK_MAX_LEADER_VALUE_BYTES);
+    CHECK(limits->max_permits == FENCELOCK_MAX_PERMITS);
     /* Doubles hold these exactly except the holder id (2^63 - 1 rounds to 2^63). */
     CHECK(json_number(line, "min_ttl_ms", 0) == FENCELOCK_MIN_TTL_MS);
     CHECK(json_number(line, "max_ttl_ms", 0) == FENCELOCK_MAX_TTL_MS);
@@ -55,6 +57,8 @@ static void check_shared_tables(const char *line, int *kinds_checked, int *limit
     CHECK(json_number(line, "max_fencing_token", 0) == FENCELOCK_MAX_FENCING_TOKEN);
     CHECK(json_number(line, "max_holder_id", 0) == (double)FENCELOCK_MAX_HOLDER_ID);
     CHECK(json_number(line, "max_drift_factor", 0) == FENCELOCK_MAX_DRIFT_FACTOR);
+    CHECK(json_number(line, "max_leader_value_bytes", 0) == FENCELOCK_MAX_LEADER_VALUE_BYTES);
+    CHECK(json_number(line, "max_permits", 0) == FENCELOCK_MAX_PERMITS);
     (*limits_checked)++;
   }
 }
