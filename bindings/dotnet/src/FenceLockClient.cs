@@ -188,6 +188,35 @@ namespace FenceLock
         }
 
         /// <summary>
+        /// The counting semaphore <paramref name="name"/> with
+        /// <paramref name="permits"/> permits: at most that many holders at
+        /// once (<see cref="FenceLockSemaphore.AcquireAsync(TimeSpan, TimeSpan, CancellationToken)"/>),
+        /// each permit a <see cref="FenceLockHandle"/> with its own lease,
+        /// fencing token and <see cref="FenceLockHandle.LostToken"/>. No I/O:
+        /// the nodes learn of it on the first acquire. Every user of the
+        /// semaphore must give the same <paramref name="permits"/> while it is
+        /// in use (an acquire with another number faults with
+        /// <see cref="ArgumentException"/>). A semaphore's keys never collide
+        /// with those of a lock or election of the same name.
+        /// </summary>
+        /// <param name="name">The semaphore: 1 to <see cref="FenceLockLimits.MaxResourceBytes"/> bytes of UTF-8.</param>
+        /// <param name="permits">How many holders it admits at once: 1 to <see cref="FenceLockLimits.MaxPermits"/>.</param>
+        /// <exception cref="ArgumentNullException"><paramref name="name"/> is null.</exception>
+        /// <exception cref="ArgumentException"><paramref name="name"/> is empty, too long, has a NUL or a lone surrogate.</exception>
+        /// <exception cref="ArgumentOutOfRangeException"><paramref name="permits"/> is below 1 or above
+        /// <see cref="FenceLockLimits.MaxPermits"/>.</exception>
+        /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
+        public FenceLockSemaphore Semaphore(string name, int permits)
+        {
+            var encoded = EncodeResource(name, nameof(name));
+            if (permits < 1 || permits > FenceLockLimits.MaxPermits)
+                throw new ArgumentOutOfRangeException(nameof(permits), permits,
+                    "a semaphore has 1 to " + FenceLockLimits.MaxPermits + " permits");
+            ThrowIfDisposed();
+            return new FenceLockSemaphore(this, name, encoded, permits);
+        }
+
+        /// <summary>
         /// Writes <paramref name="value"/> to the Redis key <paramref name="key"/>
         /// only if <paramref name="fence"/> (<see cref="FenceLockHandle.Fence"/>)
         /// is newer than the last write's: a larger token, or the same token
@@ -235,6 +264,14 @@ namespace FenceLock
         {
             if (Interlocked.Exchange(ref disposed, 1) != 0) return;
             native.Dispose();
+        }
+
+        /// <summary>The native client, for the objects made from this one (a semaphore).</summary>
+        /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
+        internal ClientSafeHandle NativeHandle()
+        {
+            ThrowIfDisposed();
+            return native;
         }
 
         /// <summary>Starts following an election (<c>fencelock_observe</c>) for one enumeration.</summary>

@@ -6,7 +6,8 @@ namespace FenceLock
 {
     /// <summary>
     /// A held lock, from <see cref="FenceLockClient.AcquireAsync(string, System.TimeSpan, System.TimeSpan, System.Threading.CancellationToken)"/> or
-    /// <see cref="FenceLockClient.TryAcquireAsync(string, System.TimeSpan, System.Threading.CancellationToken)"/>. It is renewed in the
+    /// <see cref="FenceLockClient.TryAcquireAsync(string, System.TimeSpan, System.Threading.CancellationToken)"/>, or a
+    /// semaphore's permit (<see cref="FenceLockSemaphore"/>, <see cref="Permit"/>). It is renewed in the
     /// background until released or disposed (unless auto-renew is off).
     ///
     /// End it with <c>await handle.DisposeAsync()</c> (release, then free) or
@@ -34,6 +35,8 @@ namespace FenceLock
             NativeErrors.Check(NativeMethods.fencelock_lock_fence(native, out fence), IntPtr.Zero);
             Fence = fence;
             FencingToken = fence.Token;
+            uint permit;
+            Permit = NativeMethods.fencelock_lock_permit(native, out permit) ? checked((int)permit) : (int?)null;
             // A lock lost already is reported at once, with its reason.
             LossCallback.Attach(native, this);
         }
@@ -47,6 +50,13 @@ namespace FenceLock
         /// (see <see cref="FenceLockClient.FencedSetAsync"/>). Still readable after dispose.
         /// </summary>
         public ulong FencingToken { get; }
+
+        /// <summary>
+        /// For a semaphore's permit (<see cref="FenceLockSemaphore.AcquireAsync(TimeSpan, TimeSpan, CancellationToken)"/>):
+        /// which of its permits this is, 0 to <see cref="FenceLockSemaphore.Permits"/> - 1 (two holders of
+        /// one semaphore at once never share a number). Null for a lock or a leadership. Still readable after dispose.
+        /// </summary>
+        public int? Permit { get; }
 
         /// <summary>
         /// What a fenced write of this holder carries: the fencing token and
@@ -159,7 +169,8 @@ namespace FenceLock
         }
 
         /// <inheritdoc />
-        public override string ToString() => "FenceLockHandle(" + Resource + ", token " + FencingToken + ")";
+        public override string ToString() =>
+            "FenceLockHandle(" + Resource + (Permit.HasValue ? ", permit " + Permit : "") + ", token " + FencingToken + ")";
 
         /// <summary>Called by the lost callback (on fencelock's callback thread): cancel LostToken on the thread pool.</summary>
         internal void OnLost(LockLossReason reason)

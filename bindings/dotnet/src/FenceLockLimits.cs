@@ -37,6 +37,9 @@ namespace FenceLock
         /// <summary>Longest value a leader may announce (<see cref="FenceLockClient.CampaignAsync(string, TimeSpan, TimeSpan, byte[], System.Threading.CancellationToken)"/>), in bytes.</summary>
         public static int MaxLeaderValueBytes { get; } = checked((int)Native.MaxLeaderValueBytes.ToUInt64());
 
+        /// <summary>Most permits a semaphore may have (<see cref="FenceLockClient.Semaphore"/>).</summary>
+        public static int MaxPermits { get; } = checked((int)Native.MaxPermits);
+
         /// <summary>Largest holder id of a fence (fits a signed 64-bit SQL column).</summary>
         public static ulong MaxHolderId { get; } = Native.MaxHolderId;
     }

@@ -43,6 +43,7 @@ namespace FenceLock
             internal ulong MaxHolderId;
             internal double MaxDriftFactor;
             internal UIntPtr MaxLeaderValueBytes;
+            internal uint MaxPermits;
         }
 
         /// <summary>struct fencelock_leader (the value is borrowed for the callback only).</summary>
@@ -114,6 +115,28 @@ namespace FenceLock
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void fencelock_observation_free(IntPtr observation);
+
+        // ---- semaphores ----------------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_semaphore_acquire_async(ClientSafeHandle client, byte[] name,
+            uint permits, ulong ttlMs, ulong waitMs, AcquireCallback callback, IntPtr userData,
+            out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_semaphore_acquire_with_async(ClientSafeHandle client, byte[] name,
+            uint permits, LockOptionsSafeHandle options, AcquireCallback callback, IntPtr userData,
+            out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_semaphore_holders(ClientSafeHandle client, byte[] name, uint permits,
+            out UIntPtr holders, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        [return: MarshalAs(UnmanagedType.I1)]
+        internal static extern bool fencelock_lock_permit(LockSafeHandle lockHandle, out uint permit);
+
+        // ---- lock options -------------------------------------------------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int fencelock_lock_options_new(ulong ttlMs, out IntPtr options);

@@ -115,6 +115,7 @@ namespace FenceLock.Tests
             Check.Equal(ulong.Parse(Number(line, "max_holder_id")), FenceLockLimits.MaxHolderId, "MaxHolderId");
             Check.Equal(int.Parse(Number(line, "max_leader_value_bytes")), FenceLockLimits.MaxLeaderValueBytes,
                 "MaxLeaderValueBytes");
+            Check.Equal(int.Parse(Number(line, "max_permits")), FenceLockLimits.MaxPermits, "MaxPermits");
             Check.Equal(FenceLockLimits.MaxHolderId, Fence.MaxHolderId, "Fence.MaxHolderId");
             return Task.CompletedTask;
         }

@@ -67,6 +67,15 @@ namespace FenceLock.Tests
             Election.LeadershipLostWhenItsKeyIsDeleted,
             Election.CancelledCampaignAndObservation,
             Election.BadCampaignArguments,
+            Semaphore.CapacityUnderContentionOnOneNode,
+            Semaphore.CapacityUnderContentionOnThreeNodes,
+            Semaphore.PermitsAndHoldersOnOneNode,
+            Semaphore.PermitsAndHoldersOnThreeNodes,
+            Semaphore.PermitsMustAgree,
+            Semaphore.WaiterWokenByReleaseAndCancelled,
+            Semaphore.FairOptionReachesTheSemaphoreQueue,
+            Semaphore.PermitLostWhenItsKeyIsDeleted,
+            Semaphore.BadSemaphoreArguments,
             SharedTables.ErrorKindsAreTheVectors,
             SharedTables.LossReasonsAndOutcomesAreTheVectors,
             SharedTables.LimitsAreTheVectors,
@@ -256,7 +265,7 @@ namespace FenceLock.Tests
         /// For tests that are not about node timeouts: a slow answer on a busy
         /// machine must not turn "held by another" into "timed out".
         /// </summary>
-        private static FenceLockOptions GenerousNodeTimeout()
+        internal static FenceLockOptions GenerousNodeTimeout()
         {
             return new FenceLockOptions { NodeTimeout = TimeSpan.FromSeconds(5) };
         }
