@@ -5,8 +5,10 @@
 //! - the client options of `Client(...)`, `AsyncClient(...)` and
 //!   `AsyncClient.connect(...)`: [`ClientOptionArgs`], parsed by
 //!   [`client_builder`];
-//! - the lock options of `acquire`, `try_acquire` and `lock` on both clients:
-//!   [`LockOptionArgs`], parsed by [`AcquireArgs::parse`].
+//! - the lock options of `acquire`, `try_acquire` and `lock` on both clients,
+//!   and of `acquire`, `try_acquire` and `permit` on both semaphore classes:
+//!   [`LockOptionArgs`], parsed by [`AcquireArgs::parse`] and
+//!   [`PermitArgs::parse`].
 //!
 //! `campaign` takes named parameters only (`ttl`, `wait`, `value`), parsed
 //! once for both clients by [`CampaignArgs::parse`].
@@ -249,7 +251,8 @@ keyword_options! {
 
 keyword_options! {
     /// The lock options of `acquire(resource, ttl, wait, **options)`,
-    /// `try_acquire(resource, ttl, **options)` and `lock(...)` (as `acquire`).
+    /// `try_acquire(resource, ttl, **options)` and `lock(...)` (as `acquire`),
+    /// and of the semaphores' `acquire`, `try_acquire` and `permit`.
     struct LockOptionArgs {
         auto_renew,
         max_hold,
@@ -390,43 +393,10 @@ impl AcquireArgs {
         wait: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let given = LockOptionArgs::collect(options, function)?;
-        // Checked before `resource`, as when pyo3 converted it before the call.
-        let auto_renew = typed::<bool>(given.auto_renew, "auto_renew")?;
-        let fair = typed::<bool>(given.fair, "fair")?;
-        let resource = resource_arg(resource)?;
-
-        let mut options = LockOptions::default();
-        if let Some(ttl) = opt_seconds(ttl, "ttl", false, Scope::Call)? {
-            options = options.ttl(ttl);
-        }
-        if let Some(wait) = opt_seconds(wait, "wait", true, Scope::Call)? {
-            options = options.wait(wait);
-        }
-        if let Some(on) = auto_renew {
-            options = options.auto_renew(on);
-        }
-        if let Some(limit) = opt_seconds(given.max_hold.as_ref(), "max_hold", false, Scope::Call)? {
-            options = options.max_hold(limit);
-        }
-        if let Some(count) = given.max_renewals {
-            options = options.max_renewals(unsigned::<u32>(&count, "max_renewals")?);
-        }
-        if let Some(on) = fair {
-            options = options.fair(on);
-        }
-        let on_lost = match given.on_lost {
-            None => None,
-            Some(callback) if callback.is_callable() => Some(callback.unbind()),
-            Some(other) => {
-                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "on_lost must be callable, not {}",
-                    other.get_type().name()?
-                )));
-            }
-        };
+        let (resource, PermitArgs { options, on_lost }) =
+            parse_lock_args(function, Some(resource), ttl, wait, options)?;
         Ok(AcquireArgs {
-            resource,
+            resource: resource.unwrap_or_default(),
             options,
             on_lost,
         })
@@ -440,6 +410,107 @@ impl AcquireArgs {
             on_lost: self.on_lost.as_ref().map(|c| c.clone_ref(py)),
         }
     }
+}
+
+/// What a semaphore's `acquire`-like calls take, parsed: `ttl`, `wait` and
+/// the lock options (the semaphore names what is acquired).
+pub(crate) struct PermitArgs {
+    pub(crate) options: LockOptions,
+    pub(crate) on_lost: Option<Py<PyAny>>,
+}
+
+impl PermitArgs {
+    /// Parses `Semaphore.acquire(ttl=None, wait=None, **options)`, and
+    /// `try_acquire` (`wait` None) and `permit`, with the lock options and
+    /// checks of `Client.acquire`.
+    pub(crate) fn parse(
+        function: &str,
+        ttl: Option<&Bound<'_, PyAny>>,
+        wait: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        parse_lock_args(function, None, ttl, wait, options).map(|(_, args)| args)
+    }
+
+    /// A copy (the callback reference is cloned with the GIL).
+    pub(crate) fn clone_ref(&self, py: Python<'_>) -> Self {
+        PermitArgs {
+            options: self.options.clone(),
+            on_lost: self.on_lost.as_ref().map(|c| c.clone_ref(py)),
+        }
+    }
+}
+
+/// The lock options of every `acquire`-like call, and its `resource` when
+/// it takes one, checked in the order pyo3 converted them as parameters.
+fn parse_lock_args(
+    function: &str,
+    resource: Option<&Bound<'_, PyAny>>,
+    ttl: Option<&Bound<'_, PyAny>>,
+    wait: Option<&Bound<'_, PyAny>>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<(Option<String>, PermitArgs)> {
+    let given = LockOptionArgs::collect(options, function)?;
+    // Checked before `resource`, as when pyo3 converted it before the call.
+    let auto_renew = typed::<bool>(given.auto_renew, "auto_renew")?;
+    let fair = typed::<bool>(given.fair, "fair")?;
+    let resource = resource.map(resource_arg).transpose()?;
+
+    let mut options = LockOptions::default();
+    if let Some(ttl) = opt_seconds(ttl, "ttl", false, Scope::Call)? {
+        options = options.ttl(ttl);
+    }
+    if let Some(wait) = opt_seconds(wait, "wait", true, Scope::Call)? {
+        options = options.wait(wait);
+    }
+    if let Some(on) = auto_renew {
+        options = options.auto_renew(on);
+    }
+    if let Some(limit) = opt_seconds(given.max_hold.as_ref(), "max_hold", false, Scope::Call)? {
+        options = options.max_hold(limit);
+    }
+    if let Some(count) = given.max_renewals {
+        options = options.max_renewals(unsigned::<u32>(&count, "max_renewals")?);
+    }
+    if let Some(on) = fair {
+        options = options.fair(on);
+    }
+    let on_lost = match given.on_lost {
+        None => None,
+        Some(callback) if callback.is_callable() => Some(callback.unbind()),
+        Some(other) => {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "on_lost must be callable, not {}",
+                other.get_type().name()?
+            )));
+        }
+    };
+    Ok((resource, PermitArgs { options, on_lost }))
+}
+
+/// The number of permits of `Client.semaphore(name, permits)`: an int (not
+/// a bool). The core checks the range (1 to `MAX_PERMITS`); a number that
+/// is not even a `u32` gets the core's message here.
+pub(crate) fn permits_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<u32> {
+    let py = obj.py();
+    if obj.is_instance_of::<PyBool>() {
+        return Err(invalid(py, "permits must be an int, not a bool"));
+    }
+    let Ok(asked) = obj.extract::<i128>() else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "permits must be an int, not {}",
+            obj.get_type().name()?
+        )));
+    };
+    u32::try_from(asked).map_err(|_| {
+        invalid(
+            py,
+            format!(
+                "a semaphore has 1 to {} permits; {asked} were asked for semaphore '{name}'",
+                fencelock::MAX_PERMITS
+            ),
+        )
+    })
 }
 
 /// What `campaign(name, ttl=None, wait=None, value=None)` takes on both

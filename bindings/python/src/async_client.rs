@@ -1,5 +1,6 @@
 //! `AsyncClient`, the asyncio API, and `AsyncLockContext`, its
-//! `async with client.lock(...)`.
+//! `async with client.lock(...)` (and the semaphores' `async with
+//! sem.permit(...)`).
 //!
 //! Every call returns an awaitable driven by the core's runtime (see
 //! `asyncio::awaitable`); cancelling the awaiting task cancels the operation.
@@ -9,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
-use crate::args::{AcquireArgs, CampaignArgs, client_builder, resource_arg, text_arg};
+use crate::args::{
+    AcquireArgs, CampaignArgs, PermitArgs, client_builder, permits_arg, resource_arg, text_arg,
+};
 use crate::asyncio;
 use crate::calls::{acquire, campaign, inspect_py, try_acquire};
 use crate::election::AsyncLeadership;
@@ -18,6 +21,7 @@ use crate::fence::fenced_args;
 use crate::lock::{AsyncLock, LockInner};
 use crate::observe::AsyncObservation;
 use crate::rt::{self, Deferred};
+use crate::semaphore::{self, AsyncSemaphore};
 
 /// The asyncio twin of `Client`: the same calls as coroutines, on the same
 /// internal runtime. Cancelling the task awaiting `acquire` cancels the
@@ -106,11 +110,29 @@ impl AsyncClient {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<AsyncLockContext> {
         let args = AcquireArgs::parse("AsyncClient.lock()", resource, ttl, wait, options)?;
-        Ok(AsyncLockContext {
-            client: self.inner.clone(),
+        Ok(AsyncLockContext::new(AsyncAcquirer::Lock(
+            self.inner.clone(),
             args,
-            lock: Arc::new(Mutex::new(None)),
-        })
+        )))
+    }
+
+    /// The counting semaphore `name` with `permits` permits (see
+    /// `Client.semaphore`), whose calls are coroutines. No I/O.
+    ///
+    /// Raises `InvalidArgumentError` for a bad name or number of permits.
+    fn semaphore(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        permits: &Bound<'_, PyAny>,
+    ) -> PyResult<AsyncSemaphore> {
+        let name = text_arg(name, "name")?;
+        let permits = permits_arg(permits, &name)?;
+        let inner = self
+            .inner
+            .semaphore(&name, permits)
+            .map_err(|e| core_error(py, e))?;
+        Ok(AsyncSemaphore::new(inner))
     }
 
     /// Coroutine: campaigns to lead the election `name` (see
@@ -221,7 +243,7 @@ impl AsyncClient {
 }
 
 /// Where `AsyncLockContext` keeps its lock for `__aexit__`.
-type LockSlot = Arc<Mutex<Option<Py<AsyncLock>>>>;
+pub(crate) type LockSlot = Arc<Mutex<Option<Py<AsyncLock>>>>;
 
 /// The awaitable of `acquire` and `AsyncLockContext.__aenter__`: acquires on
 /// the runtime and wraps the lock for Python (also into `slot`, if given).
@@ -244,19 +266,44 @@ fn acquire_awaitable<'py>(
     })
 }
 
-/// Returned by `AsyncClient.lock(...)`: acquires on `__aenter__`, releases on `__aexit__`.
+/// What an `AsyncLockContext` acquires on entry.
+pub(crate) enum AsyncAcquirer {
+    /// `AsyncClient.lock(...)`: the lock on a resource.
+    Lock(fencelock::Client, AcquireArgs),
+    /// `AsyncSemaphore.permit(...)`: a permit of the semaphore.
+    Permit(fencelock::Semaphore, PermitArgs),
+}
+
+/// Returned by `AsyncClient.lock(...)` and `AsyncSemaphore.permit(...)`:
+/// acquires on `__aenter__`, releases on `__aexit__`.
 #[pyclass(module = "fencelock", frozen)]
 pub struct AsyncLockContext {
-    client: fencelock::Client,
-    args: AcquireArgs,
+    acquirer: AsyncAcquirer,
     lock: LockSlot,
+}
+
+impl AsyncLockContext {
+    /// A context that acquires what `acquirer` says on entry.
+    pub(crate) fn new(acquirer: AsyncAcquirer) -> Self {
+        AsyncLockContext {
+            acquirer,
+            lock: Arc::new(Mutex::new(None)),
+        }
+    }
 }
 
 #[pymethods]
 impl AsyncLockContext {
     fn __aenter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let (client, args) = (self.client.clone(), self.args.clone_ref(py));
-        acquire_awaitable(py, client, args, Some(self.lock.clone()))
+        let slot = Some(self.lock.clone());
+        match &self.acquirer {
+            AsyncAcquirer::Lock(client, args) => {
+                acquire_awaitable(py, client.clone(), args.clone_ref(py), slot)
+            }
+            AsyncAcquirer::Permit(sem, args) => {
+                semaphore::acquire_awaitable(py, sem.clone(), args.clone_ref(py), slot)
+            }
+        }
     }
 
     /// Releases the lock; a release error is raised only when the block

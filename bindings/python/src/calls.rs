@@ -1,6 +1,6 @@
-//! What `Client` and `AsyncClient` share below the argument parsing: the
-//! core calls that hand out locks and leaderships, and `inspect`'s answer
-//! as Python objects.
+//! What `Client` and `AsyncClient` (and their semaphores) share below the
+//! argument parsing: the core calls that hand out locks, permits and
+//! leaderships, and `inspect`'s answer as Python objects.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -25,6 +25,23 @@ pub(crate) async fn acquire(
     options: LockOptions,
 ) -> fencelock::Result<Unclaimed> {
     client.acquire(&resource, options).await.map(Unclaimed::new)
+}
+
+/// The core's `Semaphore::acquire`: a permit, [`Unclaimed`] as in [`try_acquire`].
+pub(crate) async fn acquire_permit(
+    semaphore: fencelock::Semaphore,
+    options: LockOptions,
+) -> fencelock::Result<Unclaimed> {
+    semaphore.acquire(options).await.map(Unclaimed::new)
+}
+
+/// The core's `Semaphore::try_acquire`: `None` when every permit is held;
+/// the permit [`Unclaimed`] as in [`try_acquire`].
+pub(crate) async fn try_acquire_permit(
+    semaphore: fencelock::Semaphore,
+    options: LockOptions,
+) -> fencelock::Result<Option<Unclaimed>> {
+    Ok(semaphore.try_acquire(options).await?.map(Unclaimed::new))
 }
 
 /// A campaign won: the lock behind the leadership, [`Unclaimed`] until a

@@ -5,7 +5,8 @@
 //! interrupt a wait on the main thread; the asyncio API (`AsyncClient`,
 //! `AsyncLock`) hands out awaitables through pyo3-async-runtimes' generic
 //! bridge, driven by that same runtime. Leader election (`campaign`,
-//! `observe`) hands out leaderships built on the lock classes. The exception
+//! `observe`) hands out leaderships built on the lock classes, and counting
+//! semaphores (`semaphore`) hand out their permits as locks. The exception
 //! classes are plain Python (`fencelock/_errors.py`).
 
 mod args;
@@ -22,6 +23,7 @@ mod fence;
 mod lock;
 mod observe;
 mod rt;
+mod semaphore;
 mod sync_client;
 
 use pyo3::prelude::*;
@@ -48,7 +50,8 @@ fn settle(py: Python<'_>, timeout: f64) -> PyResult<bool> {
     Ok(settled)
 }
 
-/// The compiled module: clients, locks, the lost-lock signal and leader election.
+/// The compiled module: clients, locks, the lost-lock signal, leader
+/// election and counting semaphores.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rt::record_main_thread(m.py())?;
@@ -65,6 +68,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<observe::Leader>()?;
     m.add_class::<observe::Observation>()?;
     m.add_class::<observe::AsyncObservation>()?;
+    m.add_class::<semaphore::Semaphore>()?;
+    m.add_class::<semaphore::AsyncSemaphore>()?;
     m.add_function(wrap_pyfunction!(settle, m)?)?;
     // Private names: set as attributes, left out of `__all__`.
     m.setattr("_LockBase", m.py().get_type::<lock::LockBase>())?;
@@ -79,6 +84,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_FENCING_TOKEN", fencelock::MAX_FENCING_TOKEN)?;
     m.add("MAX_HOLDER_ID", fencelock::MAX_HOLDER_ID)?;
     m.add("MAX_LEADER_VALUE", fencelock::MAX_LEADER_VALUE)?;
+    m.add("MAX_PERMITS", fencelock::MAX_PERMITS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -78,8 +78,12 @@ impl LockInner {
     }
 
     fn repr(&self, class: &str) -> String {
+        let permit = match self.lock.permit() {
+            Some(permit) => format!(" permit={permit}"),
+            None => String::new(),
+        };
         format!(
-            "<fencelock.{class} resource={:?} fencing_token={} status={} remaining={:.3}s>",
+            "<fencelock.{class} resource={:?}{permit} fencing_token={} status={} remaining={:.3}s>",
             self.lock.resource(),
             self.lock.fencing_token(),
             self.status(),
@@ -157,6 +161,14 @@ impl LockBase {
     #[getter]
     fn resource(&self) -> &str {
         self.inner.lock.resource()
+    }
+
+    /// Which permit (0 to `permits - 1`) this lock holds when it is a
+    /// semaphore's permit (`resource` is then the semaphore's name); None
+    /// for a plain lock.
+    #[getter]
+    fn permit(&self) -> Option<u32> {
+        self.inner.lock.permit()
     }
 
     /// The fencing token: larger than that of every earlier holder of this

@@ -1,4 +1,5 @@
-//! `Client`, the sync API, and `LockContext`, its `with client.lock(...)`.
+//! `Client`, the sync API, and `LockContext`, its `with client.lock(...)`
+//! (and the semaphores' `with sem.permit(...)`).
 //!
 //! Every call waits on the core's runtime with the GIL released; Ctrl-C
 //! interrupts a wait on the main thread.
@@ -8,7 +9,9 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
-use crate::args::{AcquireArgs, CampaignArgs, client_builder, resource_arg, text_arg};
+use crate::args::{
+    AcquireArgs, CampaignArgs, PermitArgs, client_builder, permits_arg, resource_arg, text_arg,
+};
 use crate::calls::{acquire, campaign, inspect_py, try_acquire};
 use crate::election::Leadership;
 use crate::errors::core_error;
@@ -16,6 +19,7 @@ use crate::fence::fenced_args;
 use crate::lock::{Lock, LockInner};
 use crate::observe::Observation;
 use crate::rt;
+use crate::semaphore::{self, Semaphore};
 
 /// A distributed lock client over one Redis node (single-node lock) or N
 /// independent masters (Redlock). Blocking calls release the GIL; Ctrl-C
@@ -96,11 +100,28 @@ impl Client {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<LockContext> {
         let args = AcquireArgs::parse("Client.lock()", resource, ttl, wait, options)?;
-        Ok(LockContext {
-            client: slf,
-            args,
-            lock: Mutex::new(None),
-        })
+        Ok(LockContext::new(Acquirer::Lock(slf, args)))
+    }
+
+    /// The counting semaphore `name` with `permits` permits (1 to
+    /// `MAX_PERMITS`): at most that many holders at once, each holding a
+    /// `Lock`. No I/O; every client of a semaphore must give the same
+    /// number of permits while it is in use.
+    ///
+    /// Raises `InvalidArgumentError` for a bad name or number of permits.
+    fn semaphore(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        permits: &Bound<'_, PyAny>,
+    ) -> PyResult<Semaphore> {
+        let name = text_arg(name, "name")?;
+        let permits = permits_arg(permits, &name)?;
+        let inner = self
+            .inner
+            .semaphore(&name, permits)
+            .map_err(|e| core_error(py, e))?;
+        Ok(Semaphore::new(inner))
     }
 
     /// Campaigns to lead the election `name`: waits in line (woken by push)
@@ -219,18 +240,39 @@ impl Client {
     }
 }
 
-/// Returned by `Client.lock(...)`: acquires on `__enter__`, releases on `__exit__`.
+/// What a `LockContext` acquires on entry.
+pub(crate) enum Acquirer {
+    /// `Client.lock(...)`: the lock on a resource.
+    Lock(Py<Client>, AcquireArgs),
+    /// `Semaphore.permit(...)`: a permit of the semaphore.
+    Permit(fencelock::Semaphore, PermitArgs),
+}
+
+/// Returned by `Client.lock(...)` and `Semaphore.permit(...)`: acquires on
+/// `__enter__`, releases on `__exit__`.
 #[pyclass(module = "fencelock", frozen)]
 pub struct LockContext {
-    client: Py<Client>,
-    args: AcquireArgs,
+    acquirer: Acquirer,
     lock: Mutex<Option<Py<Lock>>>,
+}
+
+impl LockContext {
+    /// A context that acquires what `acquirer` says on entry.
+    pub(crate) fn new(acquirer: Acquirer) -> Self {
+        LockContext {
+            acquirer,
+            lock: Mutex::new(None),
+        }
+    }
 }
 
 #[pymethods]
 impl LockContext {
     fn __enter__(&self, py: Python<'_>) -> PyResult<Py<Lock>> {
-        let lock = self.client.get().acquire_with(py, self.args.clone_ref(py))?;
+        let lock = match &self.acquirer {
+            Acquirer::Lock(client, args) => client.get().acquire_with(py, args.clone_ref(py))?,
+            Acquirer::Permit(sem, args) => semaphore::acquire_blocking(py, sem, args.clone_ref(py))?,
+        };
         *self.lock.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock.clone_ref(py));
         Ok(lock)
     }

@@ -14,6 +14,10 @@ Leader election: ``client.campaign(name, ttl=, value=)`` waits until elected and
 returns a :class:`Leadership` (``epoch``, ``lost``, ``resign()``, ``with``);
 ``client.observe(name)`` iterates over each new :class:`Leader`.
 
+Counting semaphores: ``client.semaphore(name, permits)`` returns a :class:`Semaphore`
+admitting at most ``permits`` holders at once; ``with sem.permit(ttl=, wait=) as lock:``
+holds one (a :class:`Lock`, ``lock.permit`` its number), ``sem.holders()`` counts them.
+
 Forking: a client made before ``fork()`` raises :class:`ClosedError` in
 the child. Create clients after forking (in each multiprocessing worker, or in
 gunicorn's ``post_fork`` hook), or use the ``spawn`` start method.
@@ -55,6 +59,7 @@ from ._native import (
     MAX_FENCING_TOKEN,
     MAX_HOLDER_ID,
     MAX_LEADER_VALUE,
+    MAX_PERMITS,
     MAX_PREFIX_LEN,
     MAX_RESOURCE_LEN,
     MAX_TTL,
@@ -65,6 +70,7 @@ from ._native import (
     AsyncLock,
     AsyncLockContext,
     AsyncObservation,
+    AsyncSemaphore,
     Client,
     Fence,
     Leader,
@@ -73,6 +79,7 @@ from ._native import (
     LockContext,
     LostSignal,
     Observation,
+    Semaphore,
     __version__,
     settle,
 )
@@ -88,6 +95,7 @@ __all__ = [
     "AsyncLock",
     "AsyncLockContext",
     "AsyncObservation",
+    "AsyncSemaphore",
     "AuthError",
     "Client",
     "ClosedError",
@@ -109,6 +117,7 @@ __all__ = [
     "MAX_FENCING_TOKEN",
     "MAX_HOLDER_ID",
     "MAX_LEADER_VALUE",
+    "MAX_PERMITS",
     "MAX_PREFIX_LEN",
     "MAX_RESOURCE_LEN",
     "MAX_TTL",
@@ -118,6 +127,7 @@ __all__ = [
     "NotAcquiredError",
     "NotHeldError",
     "Observation",
+    "Semaphore",
     "StaleTokenError",
     "TlsError",
     "UnavailableError",

@@ -46,8 +46,9 @@ class ClientOptions(TypedDict, total=False):
 
 @type_check_only
 class LockOptions(TypedDict, total=False):
-    """The keyword options of ``acquire``, ``try_acquire`` and ``lock`` (both clients).
-    ``None`` keeps the default."""
+    """The keyword options of ``acquire``, ``try_acquire`` and ``lock`` (both clients), and of
+    ``acquire``, ``try_acquire`` and ``permit`` (both semaphore classes). ``None`` keeps the
+    default."""
 
     auto_renew: Optional[bool]
     max_hold: Optional[_Seconds]
@@ -81,6 +82,8 @@ MAX_HOLDER_ID: int
 """Largest holder id of a fence (fits a signed 64-bit SQL column)."""
 MAX_LEADER_VALUE: int
 """Longest value a leader may announce, in bytes."""
+MAX_PERMITS: int
+"""Most permits a semaphore may have (256)."""
 __version__: str
 __all__ = [
     "AsyncClient",
@@ -88,6 +91,7 @@ __all__ = [
     "AsyncLock",
     "AsyncLockContext",
     "AsyncObservation",
+    "AsyncSemaphore",
     "Client",
     "Fence",
     "Leader",
@@ -99,12 +103,14 @@ __all__ = [
     "MAX_FENCING_TOKEN",
     "MAX_HOLDER_ID",
     "MAX_LEADER_VALUE",
+    "MAX_PERMITS",
     "Observation",
     "MAX_PREFIX_LEN",
     "MAX_RESOURCE_LEN",
     "MAX_TTL",
     "MAX_WAIT",
     "MIN_TTL",
+    "Semaphore",
     "__version__",
     "settle",
 ]
@@ -148,6 +154,9 @@ class _LockBase:
 
     @property
     def resource(self) -> str: ...
+    @property
+    def permit(self) -> Optional[int]:
+        """Which permit (0-based) a semaphore's permit holds; None for a plain lock."""
     @property
     def fencing_token(self) -> int: ...
     @property
@@ -286,7 +295,7 @@ class AsyncObservation:
 
 @final
 class LockContext:
-    """``Client.lock(...)``: acquires on entry, releases on exit."""
+    """``Client.lock(...)`` and ``Semaphore.permit(...)``: acquires on entry, releases on exit."""
 
     def __enter__(self) -> Lock: ...
     def __exit__(
@@ -298,7 +307,8 @@ class LockContext:
 
 @final
 class AsyncLockContext:
-    """``AsyncClient.lock(...)``: acquires on entry, releases on exit."""
+    """``AsyncClient.lock(...)`` and ``AsyncSemaphore.permit(...)``: acquires on entry, releases
+    on exit."""
 
     def __aenter__(self) -> Coroutine[Any, Any, AsyncLock]: ...
     def __aexit__(
@@ -307,6 +317,73 @@ class AsyncLockContext:
         exc_value: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> Coroutine[Any, Any, None]: ...
+
+@final
+class Semaphore:
+    """A counting semaphore (``Client.semaphore``): at most ``permits`` holders at once.
+
+    Each permit is a :class:`Lock` (renewed while held, with its lost signal and fencing
+    token; ``lock.permit`` is its number). Every client of a semaphore must give the same
+    ``permits`` while it is in use (``InvalidArgumentError`` otherwise).
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def permits(self) -> int: ...
+    def acquire(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Lock:
+        """Takes a permit, waiting up to ``wait`` seconds (``LockTimeoutError`` then)."""
+    def try_acquire(
+        self,
+        ttl: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Optional[Lock]:
+        """One attempt: a permit, or None when every permit is held."""
+    def permit(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> LockContext:
+        """``with sem.permit(ttl=, wait=) as lock:`` takes a permit and releases it on exit."""
+    def holders(self) -> int:
+        """How many permits are held now (on a majority of the nodes)."""
+
+@final
+class AsyncSemaphore:
+    """A counting semaphore (``AsyncClient.semaphore``): the asyncio twin of :class:`Semaphore`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def permits(self) -> int: ...
+    def acquire(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Coroutine[Any, Any, AsyncLock]:
+        """Coroutine: takes a permit, waiting up to ``wait`` seconds."""
+    def try_acquire(
+        self,
+        ttl: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Coroutine[Any, Any, Optional[AsyncLock]]:
+        """Coroutine: one attempt; a permit, or None when every permit is held."""
+    def permit(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> AsyncLockContext:
+        """``async with sem.permit(ttl=, wait=) as lock:`` takes a permit, releases it on exit."""
+    def holders(self) -> Coroutine[Any, Any, int]:
+        """Coroutine: how many permits are held now."""
 
 @final
 class Client:
@@ -345,6 +422,8 @@ class Client:
         value: Optional[_LeaderValue] = None,
     ) -> Leadership: ...
     def observe(self, name: str) -> Observation: ...
+    def semaphore(self, name: str, permits: int) -> Semaphore:
+        """The counting semaphore ``name`` with ``permits`` permits (1 to ``MAX_PERMITS``)."""
     def fenced_set(self, key: str, value: str, fence: _FenceArg) -> None: ...
     def fenced_get(self, key: str) -> Optional[tuple[str, int]]: ...
     def inspect(self, resource: str) -> list[dict[str, Any]]: ...
@@ -404,6 +483,8 @@ class AsyncClient:
         value: Optional[_LeaderValue] = None,
     ) -> Coroutine[Any, Any, AsyncLeadership]: ...
     def observe(self, name: str) -> AsyncObservation: ...
+    def semaphore(self, name: str, permits: int) -> AsyncSemaphore:
+        """The counting semaphore ``name`` with ``permits`` permits (1 to ``MAX_PERMITS``)."""
     def fenced_set(self, key: str, value: str, fence: _FenceArg) -> Coroutine[Any, Any, None]: ...
     def fenced_get(self, key: str) -> Coroutine[Any, Any, Optional[tuple[str, int]]]: ...
     def inspect(self, resource: str) -> Coroutine[Any, Any, list[dict[str, Any]]]: ...
