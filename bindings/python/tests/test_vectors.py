@@ -106,3 +106,4 @@ def test_limits_are_the_vectors() -> None:
     assert fencelock.MAX_DRIFT_FACTOR == limits["max_drift_factor"]
     assert fencelock.MAX_FENCING_TOKEN == limits["max_fencing_token"]
     assert fencelock.MAX_HOLDER_ID == limits["max_holder_id"]
+    assert fencelock.MAX_PERMITS == limits["max_permits"]
