@@ -156,6 +156,18 @@ export declare class Client implements AsyncDisposable {
    */
   observe(name: string, options?: ObserveOptions): Observation
   /**
+   * The counting semaphore `name` with `permits` permits (a whole number from
+   * 1 to `MAX_PERMITS`): at most that many holders at once, each holding a
+   * `Lock` whose `permit` says which permit it is. No I/O. Every client of a
+   * semaphore must give the same number of permits while it is in use
+   * (acquire rejects with `InvalidArgumentError`, "… has N permits …",
+   * otherwise). Throws at once for a bad name or number of permits
+   * (`TypeError`/`RangeError`; `InvalidArgumentError` for a name only the core
+   * refuses, such as one starting with `}`). A semaphore and a lock of the
+   * same name are unrelated.
+   */
+  semaphore(name: string, permits: number): Semaphore
+  /**
    * Refuses new operations from now on (they reject with `ClosedError`) and
    * ends every open observation; held locks and leaderships can still be
    * released. Nothing the client made keeps the process alive afterwards.
@@ -176,8 +188,10 @@ export declare class Lock implements AsyncDisposable {
   readonly fencingToken: bigint
   /** What a fenced write of this holder carries: the token and this grant's holder id. */
   readonly fence: Fence
-  /** The resource this lock protects. */
+  /** The resource this lock protects (the semaphore's name for one of its permits). */
   readonly resource: string
+  /** Which permit (0 to `permits - 1`) this lock holds when it is a semaphore's permit; `null` for a plain lock. */
+  readonly permit: number | null
   /** Whole ms the lock stays valid without another renewal; 0 when not held. */
   readonly remainingMs: number
   /** `'held'`, `'released'`, or `'lost:deleted' | 'lost:taken_over' | 'lost:unreachable' | 'lost:expired'`. */
@@ -214,6 +228,34 @@ export declare class Leadership extends Lock {
   isLeader(): boolean
   /** Gives up leadership at once; rejects with `NotHeldError` if it had been lost or given up before. */
   resign(): Promise<void>
+}
+
+/**
+ * A counting semaphore (`Client#semaphore`): at most `permits` holders at
+ * once. Each permit is a `Lock` (renewed while held, its `signal` aborted
+ * when it is lost, with a fencing token); release it, or `await using` it,
+ * and the first waiter is woken at once. The options, `AbortSignal` and
+ * errors of `acquire` and `tryAcquire` are those of `Client#acquire` and
+ * `Client#tryAcquire`.
+ */
+export declare class Semaphore {
+  private constructor()
+  /** The semaphore's name. */
+  readonly name: string
+  /** How many holders it admits at once. */
+  readonly permits: number
+  /**
+   * Takes a permit, waiting (woken when one is released) up to `wait` ms.
+   * Rejects with `LockTimeoutError` when the wait ran out (`NotAcquiredError`
+   * when `wait` is 0), `InvalidArgumentError` when the semaphore is in use
+   * with another number of permits, `UnavailableError` when a majority of
+   * nodes cannot be reached.
+   */
+  acquire(options?: AcquireOptions): Promise<Lock>
+  /** One attempt: a permit, or `null` when every permit is held. */
+  tryAcquire(options?: TryAcquireOptions): Promise<Lock | null>
+  /** How many permits are held now (on a majority of the nodes); for monitoring, it may be out of date on arrival. */
+  holders(): Promise<number>
 }
 
 /**
@@ -325,6 +367,8 @@ export declare const MAX_PREFIX_LEN: number
 export declare const MAX_DRIFT_FACTOR: number
 /** The longest value a leader may announce, in bytes (65536). */
 export declare const MAX_LEADER_VALUE: number
+/** The most permits a semaphore may have (256). */
+export declare const MAX_PERMITS: number
 /** The largest fencing token handed out (2n**53n-1n). */
 export declare const MAX_FENCING_TOKEN: bigint
 /** The version of the native addon. */

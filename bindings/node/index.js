@@ -9,8 +9,10 @@
  * The API itself is in `lib/`:
  *
  * - `lib/client.js`: `Client` (acquire, tryAcquire, using, campaign, observe,
- *   fenced writes, close).
- * - `lib/lock.js`: `Lock` (its lazy `AbortSignal`, `Symbol.asyncDispose`).
+ *   semaphore, fenced writes, close).
+ * - `lib/lock.js`: `Lock` (its lazy `AbortSignal`, `Symbol.asyncDispose`), and
+ *   `cancellable`, a wait under an `AbortSignal`.
+ * - `lib/semaphore.js`: `Semaphore`, whose permits are `Lock`s.
  * - `lib/leadership.js`: `Leadership`, the `Lock` a won campaign holds.
  * - `lib/observation.js`: `Observation`, the async iterable of an election's leaders.
  * - `lib/fence.js`: `Fence`, what a fenced write carries.
@@ -34,6 +36,7 @@ const { Fence } = require('./lib/fence.js')
 const { Lock } = require('./lib/lock.js')
 const { Leadership } = require('./lib/leadership.js')
 const { Observation } = require('./lib/observation.js')
+const { Semaphore } = require('./lib/semaphore.js')
 const { Client } = require('./lib/client.js')
 
 native.init(makeError, reportError, keepPolling)
@@ -49,6 +52,7 @@ const MAX_RESOURCE_LEN = LIMITS.maxResourceLen
 const MAX_PREFIX_LEN = LIMITS.maxPrefixLen
 const MAX_DRIFT_FACTOR = LIMITS.maxDriftFactor
 const MAX_LEADER_VALUE = LIMITS.maxLeaderValue
+const MAX_PERMITS = LIMITS.maxPermits
 const VERSION = native.VERSION
 
 module.exports = {
@@ -56,6 +60,7 @@ module.exports = {
   Lock,
   Leadership,
   Observation,
+  Semaphore,
   Fence,
   // Each class of lib/errors.js (a spread of require() is a form Node's ES
   // module loader reads, so index.mjs re-exports every class by name).
@@ -69,5 +74,6 @@ module.exports = {
   MAX_PREFIX_LEN,
   MAX_DRIFT_FACTOR,
   MAX_LEADER_VALUE,
+  MAX_PERMITS,
   VERSION,
 }

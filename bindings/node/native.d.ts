@@ -57,6 +57,12 @@ export declare class NativeClient {
    */
   observe(name: string): NativeObservation
   /**
+   * The counting semaphore `name` with `permits` permits (1 to
+   * `MAX_PERMITS`), checked by `lib/args.js` first. No I/O. Throws the
+   * core's `InvalidArgumentError` for a name or number it refuses.
+   */
+  semaphore(name: string, permits: number): NativeSemaphore
+  /**
    * Writes `value` to the hash `key` on the first node, only if the fence
    * (`fencingToken`, `holder`) is newer than the last write's: a larger
    * token, or the same token from the same grant (holder 0: a bare token);
@@ -91,6 +97,29 @@ export declare class NativeObservation {
    * resolves `null`. Idempotent.
    */
   close(): void
+}
+
+/**
+ * The native semaphore behind `Semaphore` in `lib/semaphore.js` (made by
+ * `NativeClient#semaphore`).
+ */
+export declare class NativeSemaphore {
+  /**
+   * Takes a permit, waiting (woken when one is released) up to
+   * `options.waitMs`; rejects with `LockTimeoutError` then (or
+   * `NotAcquiredError` when it is 0), and with `InvalidArgumentError`
+   * when the semaphore is in use with another number of permits.
+   * Resolves with the permit's lock handle. `canceller` stops the wait as
+   * for `NativeClient#acquire`.
+   */
+  acquire(options: LockOptions, canceller?: Canceller | undefined | null): Promise<unknown>
+  /**
+   * One attempt (`options.waitMs` plays no part): resolves `null` when
+   * every permit is held.
+   */
+  tryAcquire(options: LockOptions): Promise<unknown | null>
+  /** How many permits are held now (on a majority of the nodes). */
+  holders(): Promise<number>
 }
 
 /** Options of one campaign, as checked by `lib/args.js`. */
@@ -201,6 +230,8 @@ export interface Limits {
   maxHolderId: bigint
   /** The longest value a leader may announce, in bytes. */
   maxLeaderValue: number
+  /** The most permits a semaphore may have. */
+  maxPermits: number
 }
 
 /** Sets the ttl to `ttlMs` from now on a majority, by compare-and-pexpire. */
@@ -233,6 +264,9 @@ export interface LockOptions {
   /** Fair (FIFO) waiting: never take the lock ahead of an earlier waiter. */
   fair?: boolean
 }
+
+/** Which permit (0-based) a semaphore's permit holds; `null` for a plain lock. */
+export declare function lockPermit(handle: unknown): number | null
 
 /** Releases the lock on every node and stops renewal and the loss watcher. */
 export declare function lockRelease(handle: unknown): Promise<void>

@@ -5,7 +5,7 @@
 
 const native = require('../native.js')
 
-/** The core's limits: ttl, wait, resource length, drift factor, token and holder id. */
+/** The core's limits: ttl, wait, resource length, drift factor, token, holder id, leader value and permits. */
 const LIMITS = native.limits()
 
 function describe(value) {
@@ -153,6 +153,22 @@ function electionArg(name) {
   return text('name', name, { maxBytes: LIMITS.maxResourceLen })
 }
 
+/** The name of a semaphore: checked as a resource is, and named `name` in errors. */
+function semaphoreNameArg(name) {
+  return text('name', name, { maxBytes: LIMITS.maxResourceLen })
+}
+
+/** The number of permits of a semaphore: a whole number from 1 to `MAX_PERMITS`. */
+function permitsArg(value) {
+  if (typeof value !== 'number' || Number.isNaN(value)) {
+    throw new TypeError(`permits must be a number, got ${describe(value)}`)
+  }
+  if (!Number.isInteger(value) || value < 1 || value > LIMITS.maxPermits) {
+    throw new RangeError(`permits must be a whole number from 1 to ${LIMITS.maxPermits}, got ${value}`)
+  }
+  return value
+}
+
 const TLS_VERSIONS = ['1.2', '1.3']
 
 function tlsVersion(name, value) {
@@ -255,6 +271,8 @@ module.exports = {
   campaignArgs,
   observeArgs,
   electionArg,
+  semaphoreNameArg,
+  permitsArg,
   clientArgs,
   tokenArg,
 }

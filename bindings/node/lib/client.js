@@ -12,12 +12,15 @@ const {
   campaignArgs,
   observeArgs,
   electionArg,
+  semaphoreNameArg,
+  permitsArg,
   clientArgs,
 } = require('./args.js')
 const { fenceArg } = require('./fence.js')
-const { toLock, asyncDispose } = require('./lock.js')
+const { toLock, asyncDispose, cancellable } = require('./lock.js')
 const { Leadership } = require('./leadership.js')
 const { Observation } = require('./observation.js')
+const { Semaphore } = require('./semaphore.js')
 
 /**
  * A client of one Redis node (single-node lock) or of N independent masters
@@ -113,6 +116,21 @@ class Client {
   }
 
   /**
+   * The counting semaphore `name` with `permits` permits (1 to
+   * `MAX_PERMITS`): at most that many holders at once, each holding a
+   * `Lock`. No I/O. Every client of a semaphore must give the same number of
+   * permits while it is in use (acquire rejects with `InvalidArgumentError`
+   * otherwise). Throws at once for a bad name or number of permits
+   * (`TypeError`/`RangeError`, or `InvalidArgumentError` for a name only
+   * the core refuses).
+   */
+  semaphore(name, permits) {
+    semaphoreNameArg(name)
+    permitsArg(permits)
+    return new Semaphore(this.#native.semaphore(name, permits), name, permits)
+  }
+
+  /**
    * Writes `value` to the Redis hash `key` on the first node only if `fence`
    * (`lock.fence`) is newer than the last write's: a larger token, or the
    * same token from the same grant. A bare token (bigint) writes only where
@@ -163,34 +181,6 @@ class Client {
   [asyncDispose]() {
     return this.close()
   }
-}
-
-/**
- * Runs `start(canceller)` (an addon call that waits for a lock) under
- * `signal`, and resolves with `wrap(handle)`. An abort cancels the wait and
- * rejects with `signal.reason`, as the platform's own APIs do.
- */
-async function cancellable(signal, start, wrap) {
-  signal.throwIfAborted()
-  const canceller = new native.Canceller()
-  const onAbort = () => canceller.cancel()
-  signal.addEventListener('abort', onAbort, { once: true })
-  let lock
-  try {
-    lock = wrap(await start(canceller))
-  } catch (error) {
-    if (signal.aborted) throw signal.reason
-    throw error
-  } finally {
-    signal.removeEventListener('abort', onAbort)
-  }
-  if (signal.aborted) {
-    // The grant won the race with the abort: nobody wants this lock now.
-    // Release it rather than leave its key blocking the resource for its ttl.
-    lock.release().catch(() => {})
-    throw signal.reason
-  }
-  return lock
 }
 
 module.exports = { Client }

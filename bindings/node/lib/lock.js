@@ -22,6 +22,8 @@ class Lock {
   #handle
   /** The fencing token, read once (it never changes). */
   #token
+  /** The permit number (or `null`), read once (it never changes). */
+  #permit
   /** The `Fence`, made once. */
   #fence
   /** The loss `AbortController`, made on first read of `signal`. */
@@ -42,9 +44,15 @@ class Lock {
     return (this.#fence ??= new Fence(this.fencingToken, native.lockHolder(this.#handle)))
   }
 
-  /** The resource this lock protects. */
+  /** The resource this lock protects (a semaphore's name for one of its permits). */
   get resource() {
     return native.lockResource(this.#handle)
+  }
+
+  /** Which permit (0-based) this lock holds when it is a semaphore's permit; `null` for a plain lock. */
+  get permit() {
+    if (this.#permit === undefined) this.#permit = native.lockPermit(this.#handle) ?? null
+    return this.#permit
   }
 
   /** Whole ms the lock stays valid without another renewal; 0 when not held. */
@@ -110,7 +118,8 @@ class Lock {
   }
 
   [Symbol.for('nodejs.util.inspect.custom')]() {
-    return `Lock { resource: ${JSON.stringify(this.resource)}, fencingToken: ${this.fencingToken}n, status: '${this.status}', remainingMs: ${this.remainingMs} }`
+    const permit = this.permit === null ? '' : `, permit: ${this.permit}`
+    return `Lock { resource: ${JSON.stringify(this.resource)}${permit}, fencingToken: ${this.fencingToken}n, status: '${this.status}', remainingMs: ${this.remainingMs} }`
   }
 }
 
@@ -119,4 +128,33 @@ function toLock(handle) {
   return handle === null ? null : new Lock(handle)
 }
 
-module.exports = { Lock, toLock, asyncDispose }
+/**
+ * Runs `start(canceller)` (an addon call that waits for a lock, a permit or
+ * an election) under `signal`, and resolves with `wrap(handle)`. An abort
+ * cancels the wait and rejects with `signal.reason`, as the platform's own
+ * APIs do.
+ */
+async function cancellable(signal, start, wrap) {
+  signal.throwIfAborted()
+  const canceller = new native.Canceller()
+  const onAbort = () => canceller.cancel()
+  signal.addEventListener('abort', onAbort, { once: true })
+  let lock
+  try {
+    lock = wrap(await start(canceller))
+  } catch (error) {
+    if (signal.aborted) throw signal.reason
+    throw error
+  } finally {
+    signal.removeEventListener('abort', onAbort)
+  }
+  if (signal.aborted) {
+    // The grant won the race with the abort: nobody wants this lock now.
+    // Release it rather than leave its key blocking the resource for its ttl.
+    lock.release().catch(() => {})
+    throw signal.reason
+  }
+  return lock
+}
+
+module.exports = { Lock, toLock, asyncDispose, cancellable }

@@ -13,6 +13,7 @@ use crate::bridge;
 use crate::errors;
 use crate::lock::{self, Canceller, LockHandle};
 use crate::observe::NativeObservation;
+use crate::semaphore::NativeSemaphore;
 use crate::values::{null, undefined};
 
 /// Client settings, as validated by the JavaScript layer (all optional but `nodes`).
@@ -203,6 +204,18 @@ impl NativeClient {
         Ok(NativeObservation::new(observation))
     }
 
+    /// The counting semaphore `name` with `permits` permits (1 to
+    /// `MAX_PERMITS`), checked by `lib/args.js` first. No I/O. Throws the
+    /// core's `InvalidArgumentError` for a name or number it refuses.
+    #[napi]
+    pub fn semaphore(&self, env: Env, name: String, permits: u32) -> napi::Result<NativeSemaphore> {
+        let semaphore = self
+            .client
+            .semaphore(&name, permits)
+            .map_err(|err| errors::throw(&env, &err))?;
+        Ok(NativeSemaphore::new(semaphore))
+    }
+
     /// Writes `value` to the hash `key` on the first node, only if the fence
     /// (`fencingToken`, `holder`) is newer than the last write's: a larger
     /// token, or the same token from the same grant (holder 0: a bare token);
@@ -286,7 +299,7 @@ impl NativeClient {
 /// A promise for the lock `attempt` takes: resolved with its lock handle,
 /// or `null` for none (`tryAcquire` found it held). Under `canceller`, a
 /// cancelled attempt rejects with `CancelledError` and leaves nothing held.
-fn lock_promise<'env, T, F>(
+pub(crate) fn lock_promise<'env, T, F>(
     env: &'env Env,
     attempt: F,
     canceller: Option<&Canceller>,
@@ -378,7 +391,8 @@ fn builder(env: &Env, o: ClientOptions) -> napi::Result<fencelock::ClientBuilder
 }
 
 impl NativeLockOptions {
-    fn to_core(&self, env: &Env) -> napi::Result<LockOptions> {
+    /// The core's options (a number the addon refuses throws, naming it).
+    pub(crate) fn to_core(&self, env: &Env) -> napi::Result<LockOptions> {
         let mut options = LockOptions::default();
         if let Some(ttl) = opt_millis(env, "ttl", self.ttl_ms)? {
             options = options.ttl(ttl);

@@ -13,6 +13,7 @@ mod client;
 mod errors;
 mod lock;
 mod observe;
+mod semaphore;
 mod values;
 
 use napi::bindgen_prelude::{BigInt, Function};
@@ -21,10 +22,11 @@ use napi_derive::napi;
 
 pub use client::{ClientOptions, FencedValue, NativeClient, NodeLockState};
 pub use lock::{
-    Canceller, LockHandle, lock_extend, lock_fencing_token, lock_holder, lock_is_held, lock_release,
-    lock_remaining_ms, lock_renewals, lock_resource, lock_status, lock_watch_lost,
+    Canceller, LockHandle, lock_extend, lock_fencing_token, lock_holder, lock_is_held, lock_permit,
+    lock_release, lock_remaining_ms, lock_renewals, lock_resource, lock_status, lock_watch_lost,
 };
 pub use observe::{Leader, NativeObservation};
+pub use semaphore::NativeSemaphore;
 
 /// Installs the JavaScript hooks: `makeError(kind, message, resource, nodes)`
 /// builds the error class of a core error kind, `reportError(error)`
@@ -77,6 +79,8 @@ pub struct Limits {
     pub max_holder_id: BigInt,
     /// The longest value a leader may announce, in bytes.
     pub max_leader_value: u32,
+    /// The most permits a semaphore may have.
+    pub max_permits: u32,
 }
 
 /// The core's limits.
@@ -92,6 +96,7 @@ pub fn limits() -> Limits {
         max_fencing_token: BigInt::from(fencelock::MAX_FENCING_TOKEN),
         max_holder_id: BigInt::from(fencelock::MAX_HOLDER_ID),
         max_leader_value: fencelock::MAX_LEADER_VALUE as u32,
+        max_permits: fencelock::MAX_PERMITS,
     }
 }
 

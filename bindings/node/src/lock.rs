@@ -121,6 +121,12 @@ pub fn lock_holder(handle: LockHandle) -> BigInt {
     BigInt::from(handle.0.lock.fence().holder)
 }
 
+/// Which permit (0-based) a semaphore's permit holds; `null` for a plain lock.
+#[napi(ts_args_type = "handle: unknown")]
+pub fn lock_permit(handle: LockHandle) -> Option<u32> {
+    handle.0.lock.permit()
+}
+
 /// The resource this lock protects.
 #[napi(ts_args_type = "handle: unknown")]
 pub fn lock_resource(handle: LockHandle) -> String {
