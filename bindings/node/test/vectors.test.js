@@ -35,6 +35,7 @@ test('limits are the vectors', () => {
   // JSON.parse rounds 2^63 - 1 to a double: read the digits themselves.
   assert.equal(fencelock.MAX_HOLDER_ID, BigInt(/"max_holder_id": (\d+)/.exec(VECTORS_TEXT)[1]))
   assert.equal(fencelock.MAX_LEADER_VALUE, limits.max_leader_value_bytes)
+  assert.equal(fencelock.MAX_PERMITS, limits.max_permits)
 })
 
 /** The error class of a kind, by the naming rule in lib/errors.js. */

@@ -9,7 +9,23 @@ import {
   type CampaignOptions,
   type Leader,
   type Leadership,
+  type Semaphore,
 } from 'fencelock'
+
+/** `await using` a semaphore's permit: a Lock, released at block exit. */
+async function permits(client: Client, name: string): Promise<{ permit: number | null; busy: boolean; free: number }> {
+  const sem: Semaphore = client.semaphore(name, 1)
+  let permit: number | null
+  let busy: boolean
+  {
+    await using lock: Lock = await sem.acquire({ ttl: 5000, wait: 1000 })
+    permit = lock.permit
+    busy = (await sem.tryAcquire({ ttl: 5000 })) === null && sem.permits === 1 && sem.name === name
+  }
+  // The block exited: the permit was released by Symbol.asyncDispose.
+  const free: number = await sem.holders()
+  return { permit, busy, free }
+}
 
 /** `await using` a leadership, and `for await` over the election's observers. */
 async function elect(client: Client, name: string): Promise<{ epoch: string; seen: string; free: boolean }> {
@@ -54,6 +70,7 @@ async function main(): Promise<void> {
     return lock.fencingToken
   })
   const election = await elect(client, `${resource}:election`)
+  const semaphore = await permits(client, `${resource}:semaphore`)
   const error = await client.acquire(resource, { wait: 0 }).then(
     (lock) => lock.release().then(() => null),
     (e: unknown) => (e instanceof NotAcquiredError ? e.code : String(e)),
@@ -67,6 +84,7 @@ async function main(): Promise<void> {
       usingToken: result.toString(),
       error,
       election,
+      semaphore,
     }),
   )
 }

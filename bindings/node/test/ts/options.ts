@@ -3,10 +3,12 @@
 import type {
   AcquireOptions,
   CampaignOptions,
+  Client,
   ClientOptions,
   FencedValue,
   NodeLockState,
   ObserveOptions,
+  MAX_PERMITS,
 } from 'fencelock'
 
 export const tls12: ClientOptions = { nodes: 'rediss://redis.internal:6380', tlsMinVersion: '1.2' }
@@ -68,3 +70,16 @@ export const numberValue: CampaignOptions = { value: 42 }
 // @ts-expect-error: a leadership always renews; lock-only options are not campaign options
 export const campaignFair: CampaignOptions = { fair: true }
 export const observeOptions: ObserveOptions = { signal: AbortSignal.timeout(1000) }
+
+// A semaphore's permits take the acquire options; a permit is a Lock with its number.
+export async function permitOptions(client: Client, size: typeof MAX_PERMITS): Promise<number | null> {
+  const sem = client.semaphore('pool', size)
+  const lock = await sem.acquire({ ...everyAcquireOption, signal: AbortSignal.timeout(1000) })
+  const maybe = await sem.tryAcquire({ ttl: 1000, fair: true })
+  const held: number = await sem.holders()
+  // @ts-expect-error: a try takes no wait
+  await sem.tryAcquire({ wait: 10 })
+  // @ts-expect-error: permits is a number
+  client.semaphore('pool', '4')
+  return held > 0 ? lock.permit : (maybe?.permit ?? null)
+}
