@@ -263,6 +263,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(fencelock::MAX_PERMITS)))]
     pub permits: Option<u32>,
 
+    /// Take the read-write lock RESOURCE for reading: any number of --read runs of
+    /// RESOURCE run at once, but none beside a --write run (a --write run waiting keeps
+    /// later --read runs out, so writers are not starved).
+    #[arg(long, conflicts_with_all = ["permits", "write"])]
+    pub read: bool,
+
+    /// Take the read-write lock RESOURCE for writing: alone, with no --read or other
+    /// --write run of RESOURCE.
+    #[arg(long, conflicts_with = "permits")]
+    pub write: bool,
+
     /// After the lock is lost: how long CMD has between SIGTERM and SIGKILL.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub grace: Duration,

@@ -55,6 +55,23 @@ pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
         what: "lock",
         busy_hint: "another owner holds it or a waiter is ahead in line (try a longer --wait)",
     };
+    if args.read || args.write {
+        let rw = match client.rw_lock(&args.resource) {
+            Ok(rw) => rw,
+            Err(e) => {
+                eprintln!("fencelock: {e}");
+                return exit::for_error(e.kind());
+            }
+        };
+        hold.what = "read-write lock";
+        if args.read {
+            hold.busy_hint = "a writer holds it or waits ahead (try a longer --wait)";
+            return run_holding(rw.read(options), &hold).await;
+        }
+        hold.busy_hint =
+            "readers or another writer hold it, or a waiter is ahead in line (try a longer --wait)";
+        return run_holding(rw.write(options), &hold).await;
+    }
     let Some(permits) = args.permits else {
         return run_holding(client.acquire(&args.resource, options), &hold).await;
     };

@@ -739,3 +739,58 @@ fn runs_with_permits_share_a_semaphore() {
     let zero = output(&nodes, &["run", "--permits", "0", "jobs", "--", "true"]);
     assert_eq!(code(&zero), 2, "{}", text(&zero.stderr));
 }
+
+/// `run --read` / `run --write`: readers run together, a writer alone.
+#[test]
+fn read_and_write_runs_share_a_read_write_lock() {
+    let nodes = start_nodes(1);
+    let dir = std::env::temp_dir().join(format!("fencelock-cli-rw-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = format!("{}.log", dir.display());
+    let _ = std::fs::remove_file(&log);
+    // Each run notes who else is inside as it enters: "<mode> <others inside>".
+    let script = |mode: &str| {
+        format!(
+            "f={dir}/{mode}-$$; n=$(ls {dir} | tr '\\n' ' '); echo \"{mode} $n\" >> {log}; touch $f; sleep 0.3; rm $f",
+            dir = dir.display()
+        )
+    };
+    let mut runs = Vec::new();
+    for mode in ["read", "read", "write", "read", "write", "read"] {
+        let flag = format!("--{mode}");
+        let command = script(mode);
+        let args = [
+            "run",
+            flag.as_str(),
+            "--wait",
+            "20s",
+            "doc",
+            "--",
+            "sh",
+            "-c",
+            command.as_str(),
+        ];
+        runs.push(spawn(&mut fencelock(&nodes, &args)));
+    }
+    for run in runs {
+        let out = finish(run);
+        assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    }
+    let entries = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(entries.lines().count(), 6, "{entries}");
+    for line in entries.lines() {
+        let (mode, others) = line.split_once(' ').unwrap();
+        match mode {
+            "write" => assert!(others.trim().is_empty(), "a writer entered beside {others}"),
+            _ => assert!(
+                !others.contains("write"),
+                "a reader entered beside a writer: {line}"
+            ),
+        }
+    }
+    let both = output(&nodes, &["run", "--read", "--write", "doc", "--", "true"]);
+    assert_eq!(code(&both), 2, "{}", text(&both.stderr));
+}

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
-use crate::claim::{Claim, NodeGrant, by_slot_quorum, winner};
+use crate::claim::{Claim, NodeGrant, Request, by_slot_quorum, winner};
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, quorum_failure_kind};
 use crate::fenced::{Fence, new_holder_id};
 use crate::fencing::{FencingToken, raise_to};
@@ -16,17 +17,18 @@ use crate::lock::Lock;
 use crate::lock_state::LockState;
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
-use crate::options::Resolved;
+use crate::options::{LockOptions, Resolved};
 use crate::queue::{Entry, Place, Refusal};
 use crate::quorum::Decided;
+use crate::runtime;
 use crate::shared::ClientShared;
 use crate::token::LockToken;
 use crate::waiter::Waiter;
 
 /// A successful attempt.
 struct Grant {
-    /// Which of a semaphore's permits (0 for a lock).
-    slot: usize,
+    /// What it holds.
+    keys: LockKeys,
     token: LockToken,
     fencing_token: u64,
     /// The grant's id for fenced writes.
@@ -53,6 +55,28 @@ impl From<Error> for Refused {
             error,
             place: Place::default(),
         }
+    }
+}
+
+/// What every `acquire` of the public API does: waits for the client's
+/// connections, checks the options, and runs [`acquire`] on the core's
+/// runtime (or the caller's), in a tracing span.
+pub(crate) async fn claim(client: &Arc<ClientShared>, claim: Claim, options: LockOptions) -> Result<Lock> {
+    client.ready().await?;
+    let options = options.resolve(&client.defaults)?;
+    let span =
+        tracing::debug_span!("acquire", resource = %claim.name(), ttl_ms = options.ttl.as_millis() as u64);
+    // Boxed: the attempt's state machine is large, and moving it through the
+    // layers of futures costs more than one allocation.
+    runtime::run(Box::pin(acquire(client.clone(), claim, options).instrument(span))).await?
+}
+
+/// A single try's result: `None` when it was refused.
+pub(crate) fn none_if_refused(result: Result<Lock>) -> Result<Option<Lock>> {
+    match result {
+        Ok(lock) => Ok(Some(lock)),
+        Err(err) if err.kind() == ErrorKind::NotAcquired => Ok(None),
+        Err(err) => Err(err),
     }
 }
 
@@ -84,7 +108,7 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                     waiter.granted(&grant.place);
                 }
                 tracing::debug!(resource = %claim.name(), fencing_token = grant.fencing_token, attempts = retry + 1, "lock acquired");
-                return Ok(hand_out(&client, claim.held(grant.slot), grant, &options));
+                return Ok(hand_out(&client, grant, &options));
             }
             Err(Refused { error, place }) if is_retryable(error.kind()) => {
                 let now = Instant::now();
@@ -130,9 +154,9 @@ fn gave_up(last: Error, claim: &Claim, wait: Duration) -> Error {
     .with_nodes(last.nodes().to_vec())
 }
 
-fn hand_out(client: &Arc<ClientShared>, keys: LockKeys, grant: Grant, options: &Resolved) -> Lock {
+fn hand_out(client: &Arc<ClientShared>, grant: Grant, options: &Resolved) -> Lock {
     let state = Arc::new(LockState::new(
-        keys,
+        grant.keys,
         grant.token,
         Fence {
             token: grant.fencing_token,
@@ -157,8 +181,8 @@ async fn attempt(
     entry: &Entry<'_>,
 ) -> std::result::Result<Grant, Refused> {
     let token = LockToken::generate()?;
-    let request = claim.request(nodes, &token, ttl, entry);
-    let mut cleanup = Cleanup::new(nodes, claim, &token, patience);
+    let request = claim.request(nodes, &token, ttl, entry)?;
+    let mut cleanup = Cleanup::new(nodes, claim, &request, &token, patience);
     let sent = Instant::now();
     let quorum = nodes.quorum();
     let Decided { replies, stragglers } = {
@@ -229,7 +253,7 @@ async fn attempt(
         None => stragglers.finish_in_background(),
     };
     Ok(Grant {
-        slot,
+        keys: claim.held(&request, slot),
         place,
         token,
         fencing_token: fencing_token.value(),
@@ -273,7 +297,7 @@ fn describe_acquire(claim: &Claim, value: &redis::Value) -> NodeOutcome {
         });
     }
     let granted = match claim {
-        Claim::Lock(_) => as_i64(value).is_some_and(|n| n >= 1),
+        Claim::Lock(_) | Claim::Read(_) | Claim::Write(_) => as_i64(value).is_some_and(|n| n >= 1),
         Claim::Permit(_) => {
             matches!(value, redis::Value::Array(items) if items.len() == 3 && as_i64(&items[0]) == Some(1))
         }
@@ -329,6 +353,7 @@ fn refusal(nodes: &NodeSet, claim: &Claim, replies: &[Option<Reply>]) -> Error {
 struct Cleanup<'a> {
     nodes: &'a Arc<NodeSet>,
     claim: &'a Claim,
+    request: &'a Request,
     token: &'a LockToken,
     /// Bit `i` set: node `i` needs no undo (it refused, so it holds nothing
     /// of ours, or it granted the permit the attempt won).
@@ -341,10 +366,17 @@ struct Cleanup<'a> {
 }
 
 impl<'a> Cleanup<'a> {
-    fn new(nodes: &'a Arc<NodeSet>, claim: &'a Claim, token: &'a LockToken, patience: Duration) -> Self {
+    fn new(
+        nodes: &'a Arc<NodeSet>,
+        claim: &'a Claim,
+        request: &'a Request,
+        token: &'a LockToken,
+        patience: Duration,
+    ) -> Self {
         Cleanup {
             nodes,
             claim,
+            request,
             token,
             skip: 0,
             keep: None,
@@ -366,7 +398,7 @@ impl<'a> Cleanup<'a> {
     /// granted another permit, or may still (they failed or had not
     /// answered), give that one back.
     fn succeeded(&mut self, slot: usize, counters: &[Option<u64>]) {
-        if matches!(self.claim, Claim::Lock(_)) {
+        if !matches!(self.claim, Claim::Permit(_)) {
             self.armed = false;
             return;
         }
@@ -391,9 +423,13 @@ impl Drop for Cleanup<'_> {
         // undo travels behind the acquire on each connection, so it lands
         // after it. Where that connection broke, it waits for the next one.
         let skip = self.skip;
-        self.claim
-            .undo_in_background(self.nodes, self.token, self.keep, self.patience, move |i| {
-                !(i < 128 && skip & (1 << i) != 0)
-            });
+        self.claim.undo_in_background(
+            self.nodes,
+            self.request,
+            self.token,
+            self.keep,
+            self.patience,
+            move |i| !(i < 128 && skip & (1 << i) != 0),
+        );
     }
 }

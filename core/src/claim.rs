@@ -1,5 +1,6 @@
-//! What an acquire attempt asks the nodes for: a lock's one key, or any
-//! one of a semaphore's permits (docs/protocol.md §4.2, §4.11).
+//! What an acquire attempt asks the nodes for: a lock's one key, any one
+//! of a semaphore's permits, or a read-write lock for reading or writing
+//! (docs/protocol.md §4.2, §4.11, §4.12).
 //!
 //! A permit is a lock on one of the semaphore's `permits` slot keys. Each
 //! node grants the first free slot in the order the attempt lists them, and
@@ -14,8 +15,9 @@ use std::time::Duration;
 use rand::Rng;
 use redis::Value;
 
+use crate::error::Result;
 use crate::fencing::MAX_FENCING_TOKEN;
-use crate::keys::{LockKeys, SemaphoreKeys};
+use crate::keys::{LockKeys, RwKeys, SemaphoreKeys};
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
 use crate::queue::{self, Entry, Leave, Release};
@@ -29,6 +31,10 @@ pub(crate) enum Claim {
     Lock(LockKeys),
     /// Any one permit of a semaphore.
     Permit(Arc<SemaphoreKeys>),
+    /// A read-write lock, shared with other readers.
+    Read(Arc<RwKeys>),
+    /// A read-write lock, alone.
+    Write(Arc<RwKeys>),
 }
 
 /// One node's grant: which slot (always 0 for a lock) and the counter it
@@ -46,6 +52,8 @@ pub(crate) struct Request {
     pub(crate) args: Vec<String>,
     /// For a semaphore: the slot behind each slot key sent, in order.
     order: Vec<usize>,
+    /// For a reader: the key this attempt's grant sets.
+    reader_key: Option<String>,
 }
 
 impl Claim {
@@ -54,6 +62,7 @@ impl Claim {
         match self {
             Claim::Lock(keys) => &keys.lock()[keys.prefix_len + 1..keys.resource_end],
             Claim::Permit(keys) => keys.name(),
+            Claim::Read(keys) | Claim::Write(keys) => keys.name(),
         }
     }
 
@@ -62,6 +71,8 @@ impl Claim {
         match self {
             Claim::Lock(_) => format!("lock '{}'", self.name()),
             Claim::Permit(keys) => format!("semaphore '{}' ({} permits)", keys.name(), keys.permits()),
+            Claim::Read(keys) => format!("read-write lock '{}' for reading", keys.name()),
+            Claim::Write(keys) => format!("read-write lock '{}' for writing", keys.name()),
         }
     }
 
@@ -78,6 +89,14 @@ impl Claim {
                 keys.permits(),
                 keys.name()
             ),
+            Claim::Read(keys) => format!(
+                "read-write lock '{}' is held by a writer, or a writer is waiting ahead in line",
+                keys.name()
+            ),
+            Claim::Write(keys) => format!(
+                "read-write lock '{}' is held by readers or another writer, or kept for a waiter ahead in line",
+                keys.name()
+            ),
         }
     }
 
@@ -86,6 +105,7 @@ impl Claim {
         match self {
             Claim::Lock(keys) => Leave::lock(keys),
             Claim::Permit(keys) => Leave::semaphore(keys),
+            Claim::Read(keys) | Claim::Write(keys) => Leave::lock(&keys.held_write()),
         }
     }
 
@@ -94,37 +114,62 @@ impl Claim {
         match self {
             Claim::Lock(keys) => keys.fence(),
             Claim::Permit(keys) => keys.fence(),
+            Claim::Read(keys) | Claim::Write(keys) => keys.fence(),
         }
     }
 
-    /// The keys of what a grant on `slot` holds.
-    pub(crate) fn held(&self, slot: usize) -> LockKeys {
+    /// The keys of what the grant of `request` on `slot` holds.
+    pub(crate) fn held(&self, request: &Request, slot: usize) -> LockKeys {
         match self {
             Claim::Lock(keys) => keys.clone(),
             Claim::Permit(keys) => keys.permit(slot),
+            Claim::Write(keys) => keys.held_write(),
+            Claim::Read(keys) => keys.held_read(request.reader_key.clone().unwrap_or_default()),
         }
     }
 
-    /// ACQUIRE or SEM_ACQUIRE for an attempt with `token`. A semaphore's
-    /// slots go in a random rotation, so that clients that arrive together
-    /// mostly ask for different slots, while every node of one attempt sees
-    /// the same order.
+    /// The acquire script and its KEYS and ARGV for an attempt with
+    /// `token`. A semaphore's slots go in a random rotation, so that
+    /// clients that arrive together mostly ask for different slots, while
+    /// every node of one attempt sees the same order. A reader's key is
+    /// named by a fresh random id, the same on every node.
     pub(crate) fn request(
         &self,
         nodes: &NodeSet,
         token: &LockToken,
         ttl: Duration,
         entry: &Entry<'_>,
-    ) -> Request {
+    ) -> Result<Request> {
         let [waiter, ticket, lease, fair] = entry.args();
         let ttl_ms = ttl.as_millis().to_string();
-        match self {
+        let args = vec![token.as_str().to_owned(), ttl_ms, waiter, ticket, lease, fair];
+        Ok(match self {
             Claim::Lock(keys) => Request {
                 script: &scripts::ACQUIRE,
                 keys: keys.acquire_keys().map(str::to_owned).to_vec(),
-                args: vec![token.as_str().to_owned(), ttl_ms, waiter, ticket, lease, fair],
+                args,
                 order: Vec::new(),
+                reader_key: None,
             },
+            Claim::Write(keys) => Request {
+                script: &scripts::WRITE_ACQUIRE,
+                keys: rw_keys(keys),
+                args,
+                order: Vec::new(),
+                reader_key: None,
+            },
+            Claim::Read(keys) => {
+                let reader_key = keys.reader(LockToken::generate()?.as_str());
+                let mut all = rw_keys(keys);
+                all.push(reader_key.clone());
+                Request {
+                    script: &scripts::READ_ACQUIRE,
+                    keys: all,
+                    args,
+                    order: Vec::new(),
+                    reader_key: Some(reader_key),
+                }
+            }
             Claim::Permit(keys) => {
                 let permits = keys.slots().len();
                 let start = rand::rng().random_range(0..permits);
@@ -138,31 +183,28 @@ impl Claim {
                 ];
                 all.extend(order.iter().map(|&slot| keys.slots()[slot].clone()));
                 let handoff = nodes.handoff();
+                let mut args = args;
+                args.extend([
+                    keys.permits().to_string(),
+                    handoff.window_ms.clone(),
+                    handoff.counted.to_owned(),
+                ]);
                 Request {
                     script: &scripts::SEM_ACQUIRE,
                     keys: all,
-                    args: vec![
-                        token.as_str().to_owned(),
-                        ttl_ms,
-                        waiter,
-                        ticket,
-                        lease,
-                        fair,
-                        keys.permits().to_string(),
-                        handoff.window_ms.clone(),
-                        handoff.counted.to_owned(),
-                    ],
+                    args,
                     order,
+                    reader_key: None,
                 }
             }
-        }
+        })
     }
 
     /// The grant in a node's reply, if it is one.
     pub(crate) fn read_grant(&self, request: &Request, reply: &Reply) -> Option<NodeGrant> {
         let value = reply.as_ref().ok()?;
         let (slot, counter) = match self {
-            Claim::Lock(_) => (0, as_i64(value)?),
+            Claim::Lock(_) | Claim::Read(_) | Claim::Write(_) => (0, as_i64(value)?),
             Claim::Permit(_) => {
                 let Value::Array(items) = value else { return None };
                 let [first, index, counter] = items.as_slice() else {
@@ -185,7 +227,7 @@ impl Claim {
     /// 1), which the node's reply cannot carry exactly.
     pub(crate) fn counter_out_of_range(&self, value: &Value) -> Option<i64> {
         let counter = match self {
-            Claim::Lock(_) => as_i64(value)?,
+            Claim::Lock(_) | Claim::Read(_) | Claim::Write(_) => as_i64(value)?,
             Claim::Permit(_) => match value {
                 Value::Array(items) if items.len() == 3 && as_i64(&items[0]) == Some(1) => as_i64(&items[2])?,
                 _ => return None,
@@ -214,21 +256,13 @@ impl Claim {
     pub(crate) fn undo_in_background(
         &self,
         nodes: &Arc<NodeSet>,
+        request: &Request,
         token: &LockToken,
         keep: Option<usize>,
         patience: Duration,
         only: impl Fn(usize) -> bool + Send + Sync + 'static,
     ) {
-        match self {
-            Claim::Lock(keys) => queue::release_in_background(
-                nodes,
-                keys.lock(),
-                keys.waiters(),
-                token,
-                Release::Undo,
-                patience,
-                only,
-            ),
+        let (script, keys, args) = match self {
             Claim::Permit(keys) => {
                 let slots: Vec<String> = (0..keys.slots().len())
                     .filter(|&slot| Some(slot) != keep)
@@ -237,11 +271,28 @@ impl Claim {
                 if slots.is_empty() {
                     return;
                 }
-                let args = vec![token.as_str().to_owned()];
-                nodes.everywhere_in_background(&scripts::SEM_UNDO, slots, args, patience, only);
+                (&*scripts::SEM_UNDO, slots, vec![token.as_str().to_owned()])
             }
-        }
+            _ => {
+                let held = self.held(request, 0);
+                let (script, keys) = queue::release_keys(held.lock(), held.waiters(), held.reader.as_ref());
+                (script, keys, queue::release_args(nodes, token, Release::Undo))
+            }
+        };
+        nodes.everywhere_in_background(script, keys, args, patience, only);
     }
+}
+
+/// WRITE_ACQUIRE's KEYS, the first six of READ_ACQUIRE's.
+fn rw_keys(keys: &RwKeys) -> Vec<String> {
+    vec![
+        keys.write().to_owned(),
+        keys.fence().to_owned(),
+        keys.waiters().queue.clone(),
+        keys.waiters().leases.clone(),
+        keys.readers().to_owned(),
+        keys.writers().to_owned(),
+    ]
 }
 
 /// The decision rule of an attempt: settled once one slot has a quorum of

@@ -3,8 +3,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use tracing::Instrument;
-
 use crate::acquire;
 use crate::claim::Claim;
 use crate::config::ClientBuilder;
@@ -127,29 +125,16 @@ impl Client {
     /// bad resource or ttl. Dropping the future cancels the attempt and undoes
     /// any partial grant.
     pub async fn acquire(&self, resource: &str, options: LockOptions) -> Result<Lock> {
-        self.shared.ready().await?;
-        let options = options.resolve(&self.shared.defaults)?;
-        let span =
-            tracing::debug_span!("acquire", resource = %resource, ttl_ms = options.ttl.as_millis() as u64);
         let claim = Claim::Lock(LockKeys::new(&self.shared.key_prefix, resource)?);
-        // Boxed: the attempt's state machine is large, and moving it through the
-        // layers of futures costs more than one allocation.
-        runtime::run(Box::pin(
-            acquire::acquire(self.shared.clone(), claim, options).instrument(span),
-        ))
-        .await?
+        acquire::claim(&self.shared, claim, options).await
     }
 
     /// One attempt: `Ok(None)` when the lock is held by someone else.
     pub async fn try_acquire(&self, resource: &str, options: LockOptions) -> Result<Option<Lock>> {
-        match self
-            .acquire(resource, options.wait(std::time::Duration::ZERO))
-            .await
-        {
-            Ok(lock) => Ok(Some(lock)),
-            Err(err) if err.kind() == ErrorKind::NotAcquired => Ok(None),
-            Err(err) => Err(err),
-        }
+        acquire::none_if_refused(
+            self.acquire(resource, options.wait(std::time::Duration::ZERO))
+                .await,
+        )
     }
 
     /// Writes `value` to the Redis hash `key` (fields `value`, `fence` and

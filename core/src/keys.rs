@@ -53,6 +53,24 @@ pub(crate) struct LockKeys {
     pub(crate) resource_end: usize,
     /// Which of its semaphore's permits this key is, if it is one.
     pub(crate) permit: Option<u32>,
+    /// For a reader of a read-write lock: the keys its release looks at.
+    pub(crate) reader: Option<ReaderKeys>,
+}
+
+/// What a reader's release needs besides its own key: the write key it
+/// may hand on, and the index of readers it leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ReaderKeys {
+    pub(crate) write: String,
+    pub(crate) readers: String,
+}
+
+/// The keys of a held lock that are not derived from its lock key: a
+/// permit's or a read-write lock's queue, and a reader's release keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HeldKeys {
+    pub(crate) waiters: WaiterKeys,
+    pub(crate) reader: Option<ReaderKeys>,
 }
 
 /// The two keys that hold a lock's waiters.
@@ -83,6 +101,7 @@ impl LockKeys {
             lock,
             prefix_len: prefix.len(),
             permit: None,
+            reader: None,
         })
     }
 
@@ -124,11 +143,17 @@ impl LockKeys {
     }
 
     /// The lock key and, when they are not the ones [`WaiterKeys::of`]
-    /// derives from it (a semaphore's permits share one queue), the waiter keys.
-    pub(crate) fn into_held(self) -> (String, Option<Box<WaiterKeys>>) {
-        let derived = WaiterKeys::of(&self.lock) == self.waiters;
-        let waiters = (!derived).then(|| Box::new(self.waiters));
-        (self.lock, waiters)
+    /// derives from it (a semaphore's permits share one queue, and so do a
+    /// read-write lock's readers and writers), the other keys it needs.
+    pub(crate) fn into_held(self) -> (String, Option<Box<HeldKeys>>) {
+        let derived = WaiterKeys::of(&self.lock) == self.waiters && self.reader.is_none();
+        let held = (!derived).then(|| {
+            Box::new(HeldKeys {
+                waiters: self.waiters,
+                reader: self.reader,
+            })
+        });
+        (self.lock, held)
     }
 
     /// The keys ACQUIRE takes: lock, fence, queue, leases.
@@ -221,6 +246,105 @@ impl SemaphoreKeys {
             prefix_len: self.prefix_len,
             resource_end: self.base.len() - SEMAPHORE_INFIX.len() - 1,
             permit: u32::try_from(slot).ok(),
+            reader: None,
+        }
+    }
+}
+
+/// What follows a read-write lock's hash tag in each of its keys.
+const RW_INFIX: &str = ":rw:";
+
+/// The keys of a read-write lock named `R` (docs/protocol.md §2.1, §4.12):
+/// `P{R}:rw:write` (the writer's lock key), `P{R}:rw:read:<id>` (one per
+/// reader), `P{R}:rw:readers` (the set of reader keys), `P{R}:rw:fence`,
+/// `P{R}:rw:queue`, `P{R}:rw:leases` and `P{R}:rw:writers` (the writers
+/// in the queue).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RwKeys {
+    base: String,
+    prefix_len: usize,
+    write: String,
+    fence: String,
+    waiters: WaiterKeys,
+    readers: String,
+    writers: String,
+}
+
+impl RwKeys {
+    pub(crate) fn new(prefix: &str, name: &str) -> Result<Self> {
+        validate_resource(name)?;
+        let base = [prefix, "{", name, "}", RW_INFIX].concat();
+        let key = |suffix: &str| [base.as_str(), suffix].concat();
+        Ok(RwKeys {
+            write: key("write"),
+            fence: key("fence"),
+            waiters: WaiterKeys {
+                queue: key("queue"),
+                leases: key("leases"),
+            },
+            readers: key("readers"),
+            writers: key("writers"),
+            prefix_len: prefix.len(),
+            base,
+        })
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.base[self.prefix_len + 1..self.resource_end()]
+    }
+
+    fn resource_end(&self) -> usize {
+        self.base.len() - RW_INFIX.len() - 1
+    }
+
+    pub(crate) fn write(&self) -> &str {
+        &self.write
+    }
+
+    pub(crate) fn fence(&self) -> &str {
+        &self.fence
+    }
+
+    pub(crate) fn waiters(&self) -> &WaiterKeys {
+        &self.waiters
+    }
+
+    pub(crate) fn readers(&self) -> &str {
+        &self.readers
+    }
+
+    pub(crate) fn writers(&self) -> &str {
+        &self.writers
+    }
+
+    /// `P{R}:rw:read:<id>`: the key of the reader with this id.
+    pub(crate) fn reader(&self, id: &str) -> String {
+        [self.base.as_str(), "read:", id].concat()
+    }
+
+    /// The keys of the writer once it holds.
+    pub(crate) fn held_write(&self) -> LockKeys {
+        self.held(self.write.clone(), None)
+    }
+
+    /// The keys of the reader whose key is `reader_key` once it holds.
+    pub(crate) fn held_read(&self, reader_key: String) -> LockKeys {
+        let reader = ReaderKeys {
+            write: self.write.clone(),
+            readers: self.readers.clone(),
+        };
+        self.held(reader_key, Some(reader))
+    }
+
+    fn held(&self, lock: String, reader: Option<ReaderKeys>) -> LockKeys {
+        LockKeys {
+            lock,
+            fence: self.fence.clone(),
+            waiters: self.waiters.clone(),
+            prefix_len: self.prefix_len,
+            resource_end: self.resource_end(),
+            permit: None,
+            reader,
         }
     }
 }
@@ -299,6 +423,22 @@ mod tests {
         assert!(SemaphoreKeys::new("p:", "jobs", 0).is_err());
         assert!(SemaphoreKeys::new("p:", "jobs", MAX_PERMITS + 1).is_err());
         assert!(SemaphoreKeys::new("p:", "", 1).is_err());
+    }
+
+    #[test]
+    fn a_read_write_lock_keeps_its_keys_under_one_hash_tag() {
+        let keys = RwKeys::new("p:", "doc}7").unwrap();
+        assert_eq!(keys.name(), "doc}7");
+        assert_eq!(keys.write(), "p:{doc}7}:rw:write");
+        assert_eq!(keys.reader("ab"), "p:{doc}7}:rw:read:ab");
+        assert_eq!(keys.readers(), "p:{doc}7}:rw:readers");
+        assert_eq!(keys.writers(), "p:{doc}7}:rw:writers");
+        assert_eq!(keys.fence(), "p:{doc}7}:rw:fence");
+        assert_eq!(keys.waiters().queue, "p:{doc}7}:rw:queue");
+        let read = keys.held_read(keys.reader("ab"));
+        assert_eq!(&read.lock()[read.prefix_len + 1..read.resource_end], "doc}7");
+        assert_eq!(read.reader.as_ref().unwrap().write, keys.write());
+        assert!(keys.held_write().reader.is_none());
     }
 
     #[test]

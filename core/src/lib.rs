@@ -72,6 +72,7 @@ mod persistence;
 mod queue;
 mod quorum;
 mod runtime;
+mod rw_lock;
 mod scripts;
 mod semaphore;
 mod shared;
@@ -99,6 +100,7 @@ pub use options::{LockOptions, MAX_TTL, MAX_WAIT, MIN_TTL};
 pub use runtime::{
     DEFAULT_WORKER_THREADS, MAX_WORKER_THREADS, WORKER_THREADS_ENV, block_on, handle as runtime_handle,
 };
+pub use rw_lock::RwLock;
 pub use semaphore::Semaphore;
 pub use tls::TlsVersion;
 pub use token::TOKEN_BYTES;

@@ -9,14 +9,13 @@ use tracing::Instrument;
 use crate::compare_and_act::{CompareAndAct, compare_and_act, describe_compare_and_act};
 use crate::error::{Error, ErrorKind, Result, quorum_failure_kind};
 use crate::fenced::Fence;
-use crate::keys::WaiterKeys;
 use crate::lock_state::{LockState, LockStatus, LossReason};
 use crate::node::Reply;
 use crate::node_set::{NodeSet, tally};
 use crate::options::validate_ttl;
 use crate::queue::{self, Release};
 use crate::runtime;
-use crate::scripts;
+use crate::scripts::{self, LuaScript};
 use crate::shared::ClientShared;
 use crate::token::LockToken;
 
@@ -294,16 +293,16 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     client.watchdog.cancel(state);
     stop_stragglers(state).await;
     let nodes = &client.nodes;
-    let waiters = state.waiters();
-    let (keys, args) = queue::release_call(nodes, state.lock_key(), &waiters, &state.token, Release::HandOff);
-    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let (script, release_keys) = state.release_keys();
+    let args = queue::release_args(nodes, &state.token, Release::HandOff);
+    let keys: Vec<&str> = release_keys.iter().map(String::as_str).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     // Sent to every node, not just a quorum (a late grant may have landed
     // anywhere); the answer comes once a quorum decided, and the rest go on
     // in the background, already queued on their connections ahead of
     // anything this client sends later.
     let decided = nodes
-        .decide(&scripts::RELEASE, &keys, &args, |r| {
+        .decide(script, &keys, &args, |r| {
             compare_and_act(r) == Some(CompareAndAct::Done)
         })
         .await;
@@ -312,8 +311,7 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     decided.stragglers.finish_holding(|| nodes.background.start());
     clean_up_unreached(
         nodes,
-        keys[0],
-        &waiters,
+        (script, release_keys.clone()),
         &state.token,
         &replies,
         client.connect_timeout,
@@ -349,8 +347,7 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
 /// connection to come back for up to `patience`.
 fn clean_up_unreached(
     nodes: &Arc<NodeSet>,
-    lock_key: &str,
-    waiters: &WaiterKeys,
+    (script, keys): (&'static LuaScript, Vec<String>),
     token: &LockToken,
     replies: &[Option<Reply>],
     patience: Duration,
@@ -360,15 +357,9 @@ fn clean_up_unreached(
         return;
     }
     let failed: Vec<bool> = replies.iter().map(is_failed).collect();
-    queue::release_in_background(
-        nodes,
-        lock_key,
-        waiters,
-        token,
-        Release::HandOff,
-        patience,
-        move |i| failed[i],
-    );
+    queue::release_in_background(nodes, script, keys, token, Release::HandOff, patience, move |i| {
+        failed[i]
+    });
 }
 
 fn not_held(state: &LockState, why: &str) -> Error {

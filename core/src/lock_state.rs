@@ -10,10 +10,12 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::fenced::Fence;
-use crate::keys::{LockKeys, WaiterKeys};
+use crate::keys::{HeldKeys, LockKeys, WaiterKeys};
 use crate::lease::{Leases, Outcome};
 use crate::node_set::NodeSet;
 use crate::options::RenewalPolicy;
+use crate::queue;
+use crate::scripts::LuaScript;
 use crate::token::LockToken;
 
 /// Where a lock stands.
@@ -123,9 +125,9 @@ pub(crate) struct LockState {
     lock_key: String,
     prefix_len: usize,
     resource_end: usize,
-    /// The waiters' keys when they are not the lock key's own (a permit's
-    /// are its semaphore's).
-    waiters: Option<Box<WaiterKeys>>,
+    /// The keys not derived from the lock key: a permit's or a read-write
+    /// lock's queue, a reader's release keys.
+    held: Option<Box<HeldKeys>>,
     /// Which of its semaphore's permits this is, for a permit.
     pub(crate) permit: Option<u32>,
     pub(crate) token: LockToken,
@@ -180,12 +182,12 @@ impl LockState {
         renewal: RenewalPolicy,
     ) -> Self {
         let (prefix_len, resource_end, permit) = (keys.prefix_len, keys.resource_end, keys.permit);
-        let (lock_key, waiters) = keys.into_held();
+        let (lock_key, held) = keys.into_held();
         LockState {
             prefix_len,
             resource_end,
             lock_key,
-            waiters,
+            held,
             permit,
             token,
             fencing_token: fence.token,
@@ -215,11 +217,12 @@ impl LockState {
         &self.lock_key[self.prefix_len + 1..self.resource_end]
     }
 
-    /// The queue a release hands the lock on from.
-    pub(crate) fn waiters(&self) -> WaiterKeys {
-        match &self.waiters {
-            Some(waiters) => (**waiters).clone(),
-            None => WaiterKeys::of(&self.lock_key),
+    /// The script and KEYS of this lock's release: RELEASE with the queue
+    /// it hands the lock on from, or a reader's READ_RELEASE.
+    pub(crate) fn release_keys(&self) -> (&'static LuaScript, Vec<String>) {
+        match &self.held {
+            Some(held) => queue::release_keys(&self.lock_key, &held.waiters, held.reader.as_ref()),
+            None => queue::release_keys(&self.lock_key, &WaiterKeys::of(&self.lock_key), None),
         }
     }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use rand::Rng;
 use redis::Value;
 
-use crate::keys::{LockKeys, SemaphoreKeys, WaiterKeys};
+use crate::keys::{LockKeys, ReaderKeys, SemaphoreKeys, WaiterKeys};
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
 use crate::scripts::{self, LuaScript};
@@ -167,39 +167,54 @@ pub(crate) enum Release {
     Undo,
 }
 
-/// RELEASE's keys and arguments for `lock_key` and `token`, handing on
-/// from `waiters` (docs/protocol.md §3.2).
-pub(crate) fn release_call(
-    nodes: &NodeSet,
-    lock_key: &str,
-    waiters: &WaiterKeys,
-    token: &LockToken,
-    release: Release,
-) -> (Vec<String>, Vec<String>) {
+/// The ARGV of RELEASE and READ_RELEASE for `token` (docs/protocol.md §3.2).
+pub(crate) fn release_args(nodes: &NodeSet, token: &LockToken, release: Release) -> Vec<String> {
     let handoff = nodes.handoff();
     let window_ms = match release {
         Release::HandOff => handoff.window_ms.clone(),
         Release::Undo => "0".to_owned(),
     };
-    (
-        vec![lock_key.to_owned(), waiters.queue.clone(), waiters.leases.clone()],
-        vec![token.as_str().to_owned(), window_ms, handoff.counted.to_owned()],
-    )
+    vec![token.as_str().to_owned(), window_ms, handoff.counted.to_owned()]
 }
 
-/// Releases `token`'s key on the nodes `only` selects, in the background,
-/// waiting up to `patience` for a node's connection.
-pub(crate) fn release_in_background(
-    nodes: &Arc<NodeSet>,
+/// The release script of the lock on `lock_key` and its KEYS: RELEASE,
+/// handing on from `waiters`, or for a reader READ_RELEASE.
+pub(crate) fn release_keys(
     lock_key: &str,
     waiters: &WaiterKeys,
+    reader: Option<&ReaderKeys>,
+) -> (&'static LuaScript, Vec<String>) {
+    let (queue, leases) = (waiters.queue.clone(), waiters.leases.clone());
+    match reader {
+        Some(reader) => (
+            &scripts::READ_RELEASE,
+            vec![
+                lock_key.to_owned(),
+                reader.write.clone(),
+                queue,
+                leases,
+                reader.readers.clone(),
+            ],
+        ),
+        None => (&scripts::RELEASE, vec![lock_key.to_owned(), queue, leases]),
+    }
+}
+
+/// Releases `token`'s key with `script` (RELEASE or READ_RELEASE) and its
+/// `keys` on the nodes `only` selects, in the background, waiting up to
+/// `patience` for a node's connection.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn release_in_background(
+    nodes: &Arc<NodeSet>,
+    script: &'static LuaScript,
+    keys: Vec<String>,
     token: &LockToken,
     release: Release,
     patience: Duration,
     only: impl Fn(usize) -> bool + Send + Sync + 'static,
 ) {
-    let (keys, args) = release_call(nodes, lock_key, waiters, token, release);
-    nodes.everywhere_in_background(&scripts::RELEASE, keys, args, patience, only);
+    let args = release_args(nodes, token, release);
+    nodes.everywhere_in_background(script, keys, args, patience, only);
 }
 
 /// How a waiter leaves a queue: LEAVE on a lock, SEM_LEAVE on a semaphore

@@ -369,6 +369,195 @@ return held
     )
 });
 
+/// Shared helpers of the read-write lock scripts: whether a live reader
+/// holds (dropping readers whose key expired from the index), and whether a
+/// live writer waits ahead of a ticket.
+const READERS_AND_WRITERS: &str = r#"
+local function has_readers(readers)
+  for _, key in ipairs(redis.call('SMEMBERS', readers)) do
+    if redis.call('EXISTS', key) == 1 then return true end
+    redis.call('SREM', readers, key)
+  end
+  return false
+end
+
+local function writer_ahead(queue, writers, ticket)
+  while true do
+    local first = redis.call('ZRANGE', writers, 0, 0, 'WITHSCORES')
+    if #first == 0 then return nil end
+    if redis.call('ZSCORE', queue, first[1]) then
+      if ticket == nil or tonumber(first[2]) < ticket then return first[1] end
+      return nil
+    end
+    redis.call('ZREM', writers, first[1])
+  end
+end
+"#;
+
+/// `WRITE_ACQUIRE(KEYS = {write, fence, queue, leases, readers, writers},
+/// ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})`: the writer's
+/// ACQUIRE of a read-write lock (docs/protocol.md §3.15, §4.12).
+///
+/// As ACQUIRE on the write key, and only while no reader holds. A refused
+/// named waiter is queued and listed among the writers. Returns the new
+/// counter, or `{0, retry_in_ms, ticket, position}`.
+pub(crate) static WRITE_ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "write_acquire",
+        concat_script(&[
+            WAITERS,
+            ENTER_QUEUE,
+            READERS_AND_WRITERS,
+            r#"
+local lock, queue, leases, waiter = KEYS[1], KEYS[3], KEYS[4], ARGV[3]
+local current = redis.call('GET', lock)
+local free = current == false or (waiter ~= '' and current == 'w:' .. waiter)
+local head
+if free and current == false and ARGV[6] == '1' then
+  drop_expired(queue, leases, now_ms())
+  head = redis.call('ZRANGE', queue, 0, 0)[1]
+  free = head == nil or head == waiter
+end
+local reading = free and has_readers(KEYS[5])
+if free and not reading then
+  redis.call('SET', lock, ARGV[1], 'PX', ARGV[2])
+  if waiter ~= '' and ARGV[4] ~= '0' then
+    redis.call('ZREM', queue, waiter)
+    redis.call('ZREM', leases, waiter)
+    redis.call('ZREM', KEYS[6], waiter)
+  end
+  return redis.call('INCR', KEYS[2])
+end
+local ticket, position, now = 0, -1, now_ms()
+if waiter ~= '' then
+  ticket, position = enter_queue(queue, leases, waiter, tonumber(ARGV[4]), tonumber(ARGV[5]), now)
+  redis.call('ZADD', KEYS[6], string.format('%d', ticket), waiter)
+  redis.call('PEXPIRE', KEYS[6], ARGV[5])
+end
+local retry_in = -1
+if current then
+  retry_in = redis.call('PTTL', lock)
+elseif reading then
+  if position == 0 or position == 1 then
+    for _, key in ipairs(redis.call('SMEMBERS', KEYS[5])) do
+      local left = redis.call('PTTL', key)
+      if left >= 0 and (retry_in < 0 or left < retry_in) then retry_in = left end
+    end
+  end
+elseif head then
+  local lease_end = tonumber(redis.call('ZSCORE', leases, head))
+  retry_in = lease_end and math.max(lease_end - now, 0) or 0
+  local prefix = string.match(lock, '^[^{]*')
+  redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. lock)
+end
+return {0, retry_in, ticket, position}
+"#,
+        ]),
+    )
+});
+
+/// `READ_ACQUIRE(KEYS = {write, fence, queue, leases, readers, writers,
+/// reader}, ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})`: a
+/// reader's ACQUIRE of a read-write lock (docs/protocol.md §3.16, §4.12).
+///
+/// Grants when the write key is absent, or reserved for this waiter (the
+/// reservation is then removed), and no live writer waits ahead of it (in
+/// fair mode: no live waiter at all): sets the reader's own key to the
+/// token with `PX ttl`, adds it to the readers, wakes the next waiter when
+/// that is a reader too, and returns the new counter. Otherwise queues the
+/// waiter and returns `{0, retry_in_ms, ticket, position}`.
+pub(crate) static READ_ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "read_acquire",
+        concat_script(&[
+            WAITERS,
+            ENTER_QUEUE,
+            READERS_AND_WRITERS,
+            r#"
+local lock, queue, leases, writers, waiter = KEYS[1], KEYS[3], KEYS[4], KEYS[6], ARGV[3]
+local current = redis.call('GET', lock)
+local reserved = waiter ~= '' and current == 'w:' .. waiter
+local free = current == false or reserved
+local blocker
+if free and not reserved then
+  drop_expired(queue, leases, now_ms())
+  local ticket = waiter ~= '' and tonumber(redis.call('ZSCORE', queue, waiter)) or nil
+  if ARGV[6] == '1' then
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if head ~= nil and head ~= waiter then blocker = head end
+  else
+    blocker = writer_ahead(queue, writers, ticket)
+  end
+  free = blocker == nil
+end
+local prefix = string.match(lock, '^[^{]*')
+if free then
+  redis.call('SET', KEYS[7], ARGV[1], 'PX', ARGV[2])
+  redis.call('SADD', KEYS[5], KEYS[7])
+  if reserved then redis.call('DEL', lock) end
+  if waiter ~= '' and ARGV[4] ~= '0' then
+    redis.call('ZREM', queue, waiter)
+    redis.call('ZREM', leases, waiter)
+  end
+  local next_head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if next_head and not redis.call('ZSCORE', writers, next_head) then
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(next_head, 1, 32), next_head .. ' ' .. lock)
+  end
+  return redis.call('INCR', KEYS[2])
+end
+local ticket, position, now = 0, -1, now_ms()
+if waiter ~= '' then
+  ticket, position = enter_queue(queue, leases, waiter, tonumber(ARGV[4]), tonumber(ARGV[5]), now)
+end
+local retry_in = -1
+if current then
+  retry_in = redis.call('PTTL', lock)
+elseif blocker then
+  local lease_end = tonumber(redis.call('ZSCORE', leases, blocker))
+  retry_in = lease_end and math.max(lease_end - now, 0) or 0
+  if ARGV[6] == '1' then
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(blocker, 1, 32), blocker .. ' ' .. lock)
+  end
+end
+return {0, retry_in, ticket, position}
+"#,
+        ]),
+    )
+});
+
+/// `READ_RELEASE(KEYS = {reader, write, queue, leases, readers}, ARGV =
+/// {token, window_ms, counted})`: a reader's compare-and-delete
+/// (docs/protocol.md §3.17).
+///
+/// When the reader key holds the token it is deleted and leaves the
+/// readers; when it was the last live reader and the write key is absent,
+/// the write key is handed to the first waiter as RELEASE hands a lock on
+/// (not with `window_ms` 0, an undo). Returns 1, 0 when another owner holds
+/// the reader key, -1 when absent.
+pub(crate) static READ_RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        "read_release",
+        concat_script(&[
+            WAITERS,
+            HAND_OFF,
+            READERS_AND_WRITERS,
+            r#"
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[5], KEYS[1])
+  if ARGV[2] ~= '0' and redis.call('EXISTS', KEYS[2]) == 0 and not has_readers(KEYS[5]) then
+    hand_off(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3])
+  end
+  return 1
+end
+if current == false then return -1 end
+return 0
+"#,
+        ]),
+    )
+});
+
 /// `EXTEND(KEYS = {lock}, ARGV = {token, ttl_ms})`: compare-and-pexpire.
 ///
 /// Returns 1 when extended, 0 when another owner holds the key, -1 when absent.
@@ -500,7 +689,7 @@ fn concat_script(parts: &[&str]) -> &'static str {
 }
 
 /// Every script, for pre-loading and the protocol document check.
-pub(crate) fn all() -> [&'static LuaScript; 14] {
+pub(crate) fn all() -> [&'static LuaScript; 17] {
     [
         &ACQUIRE,
         &LEAVE,
@@ -516,6 +705,9 @@ pub(crate) fn all() -> [&'static LuaScript; 14] {
         &SEM_LEAVE,
         &SEM_UNDO,
         &SEM_HOLDERS,
+        &WRITE_ACQUIRE,
+        &READ_ACQUIRE,
+        &READ_RELEASE,
     ]
 }
 

@@ -4,8 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracing::Instrument;
-
 use crate::acquire;
 use crate::claim::Claim;
 use crate::client::Client;
@@ -63,24 +61,12 @@ impl Semaphore {
     /// Errors as [`Client::acquire`]; also [`ErrorKind::InvalidArgument`]
     /// when the nodes hold this semaphore with another number of permits.
     pub async fn acquire(&self, options: LockOptions) -> Result<Lock> {
-        let shared = self.client.shared();
-        shared.ready().await?;
-        let options = options.resolve(&shared.defaults)?;
-        let span = tracing::debug_span!("acquire_permit", semaphore = %self.name(), ttl_ms = options.ttl.as_millis() as u64);
-        let claim = Claim::Permit(self.keys.clone());
-        runtime::run(Box::pin(
-            acquire::acquire(shared.clone(), claim, options).instrument(span),
-        ))
-        .await?
+        acquire::claim(self.client.shared(), Claim::Permit(self.keys.clone()), options).await
     }
 
     /// One attempt: `Ok(None)` when every permit is held.
     pub async fn try_acquire(&self, options: LockOptions) -> Result<Option<Lock>> {
-        match self.acquire(options.wait(Duration::ZERO)).await {
-            Ok(permit) => Ok(Some(permit)),
-            Err(err) if err.kind() == ErrorKind::NotAcquired => Ok(None),
-            Err(err) => Err(err),
-        }
+        acquire::none_if_refused(self.acquire(options.wait(Duration::ZERO)).await)
     }
 
     /// How many permits are held now: those held on a majority of the

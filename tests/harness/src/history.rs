@@ -281,6 +281,33 @@ impl History {
             .collect()
     }
 
+    /// P1 for a read-write lock: grants that overlap where either is a
+    /// writer (`is_writer`); readers may overlap each other. And P9 for
+    /// it: a writer's token is larger than every grant's before it, and
+    /// smaller than every grant's after it.
+    pub fn read_write_violations(&self, is_writer: impl Fn(&Grant) -> bool) -> Vec<Violation> {
+        let mut found = Vec::new();
+        for same in by_resource(&self.grants()) {
+            for (i, first) in same.iter().enumerate() {
+                for second in &same[i + 1..] {
+                    if !is_writer(first) && !is_writer(second) {
+                        continue;
+                    }
+                    let (first, second) = ((*first).clone(), (*second).clone());
+                    if first.overlaps(&second) {
+                        found.push(Violation::Overlap { first, second });
+                    } else if first.fencing_token >= second.fencing_token {
+                        found.push(Violation::TokenOrder {
+                            earlier: first,
+                            later: second,
+                        });
+                    }
+                }
+            }
+        }
+        found
+    }
+
     /// The most holders of `resource` valid at one instant.
     pub fn max_concurrent(&self, resource: &str) -> usize {
         let grants = self.grants();
@@ -466,6 +493,21 @@ mod tests {
             "{}",
             violations[0]
         );
+    }
+
+    #[test]
+    fn readers_may_overlap_but_nothing_overlaps_a_writer() {
+        let t0 = Instant::now();
+        let history = History::new();
+        history.record(grant(t0, "reader a", 0, 900, Some(300), 1));
+        history.record(grant(t0, "reader b", 100, 900, Some(400), 2));
+        history.record(grant(t0, "writer c", 500, 900, Some(600), 3));
+        let is_writer = |g: &Grant| g.client.starts_with("writer");
+        assert!(history.read_write_violations(is_writer).is_empty());
+        history.record(grant(t0, "reader d", 550, 900, Some(700), 4));
+        history.record(grant(t0, "writer e", 800, 900, Some(900), 2));
+        let violations = history.read_write_violations(is_writer);
+        assert_eq!(kinds(&violations), ["token", "overlap", "token", "token"]);
     }
 
     #[test]
