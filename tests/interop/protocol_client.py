@@ -1,4 +1,5 @@
-"""Independent test-only client of fencelock protocol v3, written from docs/protocol.md alone."""
+"""Independent test-only client of fencelock protocol v3 (locks, elections, semaphores, read-write
+locks), written from docs/protocol.md alone."""
 import argparse, concurrent.futures as cf, hashlib, itertools, random, secrets, sys, threading, time
 import redis
 from redis.backoff import NoBackoff
@@ -33,6 +34,43 @@ _HAND_OFF = """local function hand_off(lock, queue, leases, window_ms, counted)
     redis.call('ZREM', leases, head)
   end
   redis.call('DEL', lock)
+end
+"""
+
+_ENTER_QUEUE = """local function enter_queue(queue, leases, waiter, asked, lease_ms, now)
+  local ticket = tonumber(redis.call('ZSCORE', queue, waiter))
+  if ticket == nil then
+    local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')[2]
+    ticket = math.max((tonumber(last) or 0) + 1, asked)
+    redis.call('ZADD', queue, string.format('%d', ticket), waiter)
+  elseif asked > ticket then
+    ticket = asked
+    redis.call('ZADD', queue, string.format('%d', ticket), waiter)
+  end
+  redis.call('ZADD', leases, string.format('%d', now + lease_ms), waiter)
+  redis.call('PEXPIRE', queue, lease_ms)
+  redis.call('PEXPIRE', leases, lease_ms)
+  return ticket, redis.call('ZRANK', queue, waiter)
+end
+"""
+_READERS_AND_WRITERS = """local function has_readers(readers)
+  for _, key in ipairs(redis.call('SMEMBERS', readers)) do
+    if redis.call('EXISTS', key) == 1 then return true end
+    redis.call('SREM', readers, key)
+  end
+  return false
+end
+
+local function writer_ahead(queue, writers, ticket)
+  while true do
+    local first = redis.call('ZRANGE', writers, 0, 0, 'WITHSCORES')
+    if #first == 0 then return nil end
+    if redis.call('ZSCORE', queue, first[1]) then
+      if ticket == nil or tonumber(first[2]) < ticket then return first[1] end
+      return nil
+    end
+    redis.call('ZREM', writers, first[1])
+  end
 end
 """
 
@@ -155,6 +193,199 @@ local name = string.sub(KEYS[1], #prefix + 2, -2)
 redis.call('PUBLISH', prefix .. 'leader:' .. name, ARGV[2] .. ' ' .. ARGV[3])
 return 1
 """,
+    "SEM_ACQUIRE": "\n" + _WAITERS + "\n" + _HAND_OFF + "\n" + _ENTER_QUEUE + """
+local queue, leases, waiter = KEYS[3], KEYS[4], ARGV[3]
+local stored = redis.call('GET', KEYS[1])
+if stored and stored ~= ARGV[7] then return {-1, stored} end
+local keep = math.max(tonumber(ARGV[2]), tonumber(ARGV[5]))
+if not stored or redis.call('PTTL', KEYS[1]) < keep then
+  redis.call('SET', KEYS[1], ARGV[7], 'PX', keep)
+end
+local slots = redis.call('MGET', unpack(KEYS, 5))
+local mine = waiter ~= '' and 'w:' .. waiter
+local chosen, absent, spare
+for i = 1, #slots do
+  if mine and slots[i] == mine then chosen = i break end
+  if slots[i] == false then
+    if absent then spare = spare or i else absent = i end
+  end
+end
+local head
+if not chosen and absent then
+  if ARGV[6] == '1' then
+    drop_expired(queue, leases, now_ms())
+    head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if head == nil or head == waiter then chosen = absent end
+  else
+    chosen = absent
+  end
+end
+if chosen then
+  redis.call('SET', KEYS[chosen + 4], ARGV[1], 'PX', ARGV[2])
+  if waiter ~= '' and ARGV[4] ~= '0' then
+    redis.call('ZREM', queue, waiter)
+    redis.call('ZREM', leases, waiter)
+  end
+  for i = chosen + 1, #slots do
+    if mine and slots[i] == mine then hand_off(KEYS[i + 4], queue, leases, ARGV[8], ARGV[9]) end
+  end
+  if (spare or (absent and absent ~= chosen)) then
+    local next_head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if next_head then
+      local prefix = string.match(KEYS[1], '^[^{]*')
+      redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(next_head, 1, 32), next_head .. ' ' .. KEYS[1])
+    end
+  end
+  return {1, chosen, redis.call('INCR', KEYS[2])}
+end
+local ticket, position, now = 0, -1, now_ms()
+if waiter ~= '' then
+  ticket, position = enter_queue(queue, leases, waiter, tonumber(ARGV[4]), tonumber(ARGV[5]), now)
+end
+local retry_in = -1
+if absent then
+  local lease_end = head and tonumber(redis.call('ZSCORE', leases, head))
+  retry_in = lease_end and math.max(lease_end - now, 0) or 0
+  if head then
+    local prefix = string.match(KEYS[1], '^[^{]*')
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. KEYS[1])
+  end
+elseif position == 0 or position == 1 then
+  for i = 5, #KEYS do
+    local left = redis.call('PTTL', KEYS[i])
+    if left >= 0 and (retry_in < 0 or left < retry_in) then retry_in = left end
+  end
+end
+return {0, retry_in, ticket, position}
+""",
+    "SEM_LEAVE": "\n" + _WAITERS + "\n" + _HAND_OFF + """
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+local slots = redis.call('MGET', unpack(KEYS, 3))
+local passed = 0
+for i = 1, #slots do
+  if slots[i] == 'w:' .. ARGV[1] then
+    hand_off(KEYS[i + 2], KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+    passed = passed + 1
+  end
+end
+return passed
+""",
+    "SEM_UNDO": """
+local slots = redis.call('MGET', unpack(KEYS))
+for i = 1, #slots do
+  if slots[i] == ARGV[1] then
+    redis.call('DEL', KEYS[i])
+    return 1
+  end
+end
+return 0
+""",
+    "WRITE_ACQUIRE": "\n" + _WAITERS + "\n" + _ENTER_QUEUE + "\n" + _READERS_AND_WRITERS + """
+local lock, queue, leases, waiter = KEYS[1], KEYS[3], KEYS[4], ARGV[3]
+local current = redis.call('GET', lock)
+local free = current == false or (waiter ~= '' and current == 'w:' .. waiter)
+local head
+if free and current == false and ARGV[6] == '1' then
+  drop_expired(queue, leases, now_ms())
+  head = redis.call('ZRANGE', queue, 0, 0)[1]
+  free = head == nil or head == waiter
+end
+local reading = free and has_readers(KEYS[5])
+if free and not reading then
+  redis.call('SET', lock, ARGV[1], 'PX', ARGV[2])
+  if waiter ~= '' and ARGV[4] ~= '0' then
+    redis.call('ZREM', queue, waiter)
+    redis.call('ZREM', leases, waiter)
+    redis.call('ZREM', KEYS[6], waiter)
+  end
+  return redis.call('INCR', KEYS[2])
+end
+local ticket, position, now = 0, -1, now_ms()
+if waiter ~= '' then
+  ticket, position = enter_queue(queue, leases, waiter, tonumber(ARGV[4]), tonumber(ARGV[5]), now)
+  redis.call('ZADD', KEYS[6], string.format('%d', ticket), waiter)
+  redis.call('PEXPIRE', KEYS[6], ARGV[5])
+end
+local retry_in = -1
+if current then
+  retry_in = redis.call('PTTL', lock)
+elseif reading then
+  if position == 0 or position == 1 then
+    for _, key in ipairs(redis.call('SMEMBERS', KEYS[5])) do
+      local left = redis.call('PTTL', key)
+      if left >= 0 and (retry_in < 0 or left < retry_in) then retry_in = left end
+    end
+  end
+elseif head then
+  local lease_end = tonumber(redis.call('ZSCORE', leases, head))
+  retry_in = lease_end and math.max(lease_end - now, 0) or 0
+  local prefix = string.match(lock, '^[^{]*')
+  redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. lock)
+end
+return {0, retry_in, ticket, position}
+""",
+    "READ_ACQUIRE": "\n" + _WAITERS + "\n" + _ENTER_QUEUE + "\n" + _READERS_AND_WRITERS + """
+local lock, queue, leases, writers, waiter = KEYS[1], KEYS[3], KEYS[4], KEYS[6], ARGV[3]
+local current = redis.call('GET', lock)
+local reserved = waiter ~= '' and current == 'w:' .. waiter
+local free = current == false or reserved
+local blocker
+if free and not reserved then
+  drop_expired(queue, leases, now_ms())
+  local ticket = waiter ~= '' and tonumber(redis.call('ZSCORE', queue, waiter)) or nil
+  if ARGV[6] == '1' then
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if head ~= nil and head ~= waiter then blocker = head end
+  else
+    blocker = writer_ahead(queue, writers, ticket)
+  end
+  free = blocker == nil
+end
+local prefix = string.match(lock, '^[^{]*')
+if free then
+  redis.call('SET', KEYS[7], ARGV[1], 'PX', ARGV[2])
+  redis.call('SADD', KEYS[5], KEYS[7])
+  if reserved then redis.call('DEL', lock) end
+  if waiter ~= '' and ARGV[4] ~= '0' then
+    redis.call('ZREM', queue, waiter)
+    redis.call('ZREM', leases, waiter)
+  end
+  local next_head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if next_head and not redis.call('ZSCORE', writers, next_head) then
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(next_head, 1, 32), next_head .. ' ' .. lock)
+  end
+  return redis.call('INCR', KEYS[2])
+end
+local ticket, position, now = 0, -1, now_ms()
+if waiter ~= '' then
+  ticket, position = enter_queue(queue, leases, waiter, tonumber(ARGV[4]), tonumber(ARGV[5]), now)
+end
+local retry_in = -1
+if current then
+  retry_in = redis.call('PTTL', lock)
+elseif blocker then
+  local lease_end = tonumber(redis.call('ZSCORE', leases, blocker))
+  retry_in = lease_end and math.max(lease_end - now, 0) or 0
+  if ARGV[6] == '1' then
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(blocker, 1, 32), blocker .. ' ' .. lock)
+  end
+end
+return {0, retry_in, ticket, position}
+""",
+    "READ_RELEASE": "\n" + _WAITERS + "\n" + _HAND_OFF + "\n" + _READERS_AND_WRITERS + """
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[5], KEYS[1])
+  if ARGV[2] ~= '0' and redis.call('EXISTS', KEYS[2]) == 0 and not has_readers(KEYS[5]) then
+    hand_off(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3])
+  end
+  return 1
+end
+if current == false then return -1 end
+return 0
+""",
 }
 SHAS = {  # §3, as printed; checked against the sources at import time
     "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "5c42d9596834b9b8b0eb62ee5d220b756c6d7a87",
@@ -162,6 +393,12 @@ SHAS = {  # §3, as printed; checked against the sources at import time
     "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
     "ANNOUNCE": "24386894b776be97d7f8edfcf82681b94ef95547",
+    "SEM_ACQUIRE": "d2f3ca3398ecc279635a1004eef9c75243943cd8",
+    "SEM_LEAVE": "7e612e575d498f79084d6bcf2ba4cb21d661f50e",
+    "SEM_UNDO": "617c3c8a23c256b557f87659aa1f127b1637bc57",
+    "WRITE_ACQUIRE": "5f50b13f5ef60067e42375f9d997d12ad2c30fb0",
+    "READ_ACQUIRE": "38dfb4e0986573923ca95de72c34b960b57c4fec",
+    "READ_RELEASE": "52d7796ccee162980e409b5fee8ce37729726069",
 }
 for _n, _s in SOURCES.items():
     assert hashlib.sha1(_s.encode()).hexdigest() == SHAS[_n], _n
@@ -213,8 +450,11 @@ class _Node:
 
 
 class ProtocolLock:
-    def __init__(self, client, resource, token, fencing_token, ttl_ms, bases):
-        self._c, self.resource, self._token = client, resource, token
+    """A lock, a semaphore's permit (§4.11) or a read-write lock's grant (§4.12): `key` is the key it
+    holds, `release` the script and KEYS that release it."""
+
+    def __init__(self, client, resource, token, fencing_token, ttl_ms, bases, key, release):
+        self._c, self.resource, self._token, self._key, self._release = client, resource, token, key, release
         self.fencing_token, self.ttl_ms = fencing_token, ttl_ms
         self.holder = secrets.randbelow(2**63 - 1) + 1  # §3.5: 1 to 2^63 - 1, per grant
         # §4.5, per node: (sent, ttl_ms) of the last confirmed request or None, and the shortest
@@ -233,7 +473,7 @@ class ProtocolLock:
         if self.lost or self.released or time.monotonic() >= self.valid_until:
             return False
         c, sent = self._c, time.monotonic()
-        res = c._quorum("EXTEND", [c.lock_key(self.resource)], [self._token, str(ttl_ms)], lambda v: v == 1)
+        res = c._quorum("EXTEND", [self._key], [self._token, str(ttl_ms)], lambda v: v == 1)
         for i, r in enumerate(res):
             if _is_int(r, 1):
                 self._bases[i] = (sent, ttl_ms)
@@ -252,8 +492,7 @@ class ProtocolLock:
         if self.released:
             return False
         self.released, c = True, self._c
-        res = c._quorum("RELEASE", c.waiter_keys(self.resource), [self._token, c.WINDOW_MS, "1"],
-                        lambda v: v == 1)
+        res = c._quorum(self._release[0], self._release[1], [self._token, c.WINDOW_MS, "1"], lambda v: v == 1)
         return not self.lost and sum(_is_int(r, 1) for r in res) >= c.q
 
 
@@ -281,13 +520,6 @@ class ProtocolClient:
         if not 1 <= len(resource.encode()) <= 1024 or resource.startswith("}"):
             raise ProtocolError("invalid_argument", "bad resource")
         return f"{self.prefix}{{{resource}}}"
-
-    def counter_key(self, resource):
-        return self.lock_key(resource) + ":fence"
-
-    def waiter_keys(self, resource):  # §2.1: the keys RELEASE and LEAVE take
-        lk = self.lock_key(resource)
-        return [lk, lk + ":queue", lk + ":leases"]
 
     # §4.9: one subscription per node, started when the client first waits; a waiter is woken
     # once a quorum of nodes handed it the lock since its last attempt.
@@ -335,43 +567,104 @@ class ProtocolClient:
                     other += 1
         return res
 
-    def _undo(self, resource, token, res):  # §4.2 Undo: every node but those that refused; wakes nobody
-        for i, r in enumerate(res):
-            if not _refused(r):
-                self.nodes[i].submit("RELEASE", self.waiter_keys(resource), [token, "0", "1"])
+    def _claim(self, kind, name, permits=0):
+        """What an attempt asks for (§4.2, §4.11, §4.12): per kind, the acquire script and KEYS for
+        a token, how a grant names what it holds, the undo, and the held key with its release."""
+        if kind == "lock":
+            lk = self.lock_key(name)
+            waiters = [lk, lk + ":queue", lk + ":leases"]
+            return dict(kind=kind, name=name, fence=lk + ":fence", leave=("LEAVE", waiters),
+                        keys=lambda: ("ACQUIRE", [lk, lk + ":fence", lk + ":queue", lk + ":leases"], [], None),
+                        held=lambda slot, extra: (lk, ("RELEASE", waiters)),
+                        undo=lambda keep, extra: ("RELEASE", waiters, ["0", "1"]))
+        base = self.lock_key(name) + (":sem:" if kind == "permit" else ":rw:")
+        queue, leases = base + "queue", base + "leases"
+        if kind == "permit":  # §4.11: the permits in a random rotation, the same on every node
+            if not 1 <= permits <= 256:
+                raise ProtocolError("invalid_argument", "permits must be 1 to 256")
+            slots = [base + str(i) for i in range(permits)]
+
+            def keys():
+                start = random.randrange(permits)
+                order = [(start + i) % permits for i in range(permits)]
+                args = [str(permits), self.WINDOW_MS, "1"]
+                return ("SEM_ACQUIRE", [base + "permits", base + "fence", queue, leases]
+                        + [slots[i] for i in order], args, order)
+            return dict(kind=kind, name=name, fence=base + "fence", leave=("SEM_LEAVE", [queue, leases] + slots),
+                        keys=keys, held=lambda slot, extra: (slots[slot], ("RELEASE", [slots[slot], queue, leases])),
+                        undo=lambda keep, extra: ("SEM_UNDO", [k for i, k in enumerate(slots) if i != keep], []))
+        write, readers = base + "write", base + "readers"
+        rw_keys = [write, base + "fence", queue, leases, readers, base + "writers"]
+        common = dict(kind=kind, name=name, fence=base + "fence", leave=("LEAVE", [write, queue, leases]))
+        if kind == "write":
+            return dict(common, keys=lambda: ("WRITE_ACQUIRE", rw_keys, [], None),
+                        held=lambda slot, extra: (write, ("RELEASE", [write, queue, leases])),
+                        undo=lambda keep, extra: ("RELEASE", [write, queue, leases], ["0", "1"]))
+
+        def read_keys():  # §4.12: a fresh reader key per attempt, the same on every node
+            reader = base + "read:" + secrets.token_hex(16)
+            return "READ_ACQUIRE", rw_keys + [reader], [], reader
+
+        def read_release(reader):
+            return "READ_RELEASE", [reader, write, queue, leases, readers]
+        return dict(common, keys=read_keys, held=lambda slot, reader: (reader, read_release(reader)),
+                    undo=lambda keep, reader: (*read_release(reader), ["0", "1"]))
 
     @staticmethod
-    def _fail_kind(res):  # §4.2 step 3
-        bad = [r for r in res if r is not PENDING and not _refused(r) and not _is_int(r)]
+    def _grant(claim, r, extra):  # (what it holds, counter), or None for anything but a grant
+        if claim["kind"] != "permit":
+            return (0, r) if _is_int(r) and r >= 1 else None
+        if isinstance(r, list) and len(r) == 3 and r[0] == 1:
+            return extra[r[1] - 1], r[2]
+        return None
+
+    def _undo(self, claim, token, res, extra, keep=None):  # §4.2 Undo: every node but those that refused
+        script, keys, args = claim["undo"](keep, extra)
+        for i, r in enumerate(res):
+            grant = self._grant(claim, r, extra)
+            if not _refused(r) and not (keep is not None and grant and grant[0] == keep):
+                self.nodes[i].submit(script, keys, [token] + args)
+
+    def _fail_kind(self, claim, res, extra):  # §4.2 step 3
+        bad = [r for r in res if r is not PENDING and not _refused(r) and not self._grant(claim, r, extra)]
         zeros = sum(_refused(r) for r in res)
         if zeros >= 1 and zeros >= len(bad):
             return "not_acquired"
         return "auth" if bad and all(isinstance(r, AUTH_ERRORS) for r in bad) else "unavailable"
 
-    def _attempt(self, resource, ttl_ms, waiter="", ticket=0, fair=False):  # §4.2
-        token, lk, ck = secrets.token_hex(16), self.lock_key(resource), self.counter_key(resource)
-        keys = [lk, ck, lk + ":queue", lk + ":leases"]
+    def _attempt(self, claim, ttl_ms, waiter="", ticket=0, fair=False):  # §4.2
+        token = secrets.token_hex(16)
+        script, keys, more, extra = claim["keys"]()
         sent = time.monotonic()
-        args = [token, str(ttl_ms), waiter, str(ticket), str(self.LEASE_MS), "1" if fair else "0"]
-        res = self._quorum("ACQUIRE", keys, args, _is_int)
-        grants = [r for r in res if _is_int(r)]
-        if len(grants) < self.q:
-            self._undo(resource, token, res)
-            return None, (self._fail_kind(res), [r for r in res if _refused(r)])
-        fence = max(grants)  # §4.4: single-node, the one grant; Redlock, the max, raised unless q report it
-        if self.n > 1 and grants.count(fence) < self.q:
+        args = [token, str(ttl_ms), waiter, str(ticket), str(self.LEASE_MS), "1" if fair else "0"] + more
+        res = self._quorum(script, keys, args, lambda r: self._grant(claim, r, extra) is not None)
+        if any(isinstance(r, list) and len(r) == 2 and r[0] == -1 for r in res):  # §3.11: another size
+            self._undo(claim, token, res, extra)
+            raise ProtocolError("invalid_argument", f"semaphore {claim['name']!r} is in use with another size")
+        grants = [self._grant(claim, r, extra) for r in res]
+        held = [g[0] for g in grants if g]
+        winner = next((h for h in sorted(set(held)) if held.count(h) >= self.q), None)  # a quorum on ONE key
+        if winner is None:
+            self._undo(claim, token, res, extra)
+            return None, (self._fail_kind(claim, res, extra), [r for r in res if _refused(r)])
+        counters = [g[1] if g and g[0] == winner else None for g in grants]
+        fence = max(c for c in counters if c is not None)  # §4.4: the max, raised unless q report it
+        if self.n > 1 and counters.count(fence) < self.q:
             # Only a node that granted vouches: it reported the token or confirmed the raise.
-            raised = self._quorum("RAISE_FENCE", [ck], [str(fence)], None, early=False)
-            vouching = sum(_is_int(g) and (g == fence or _is_int(r, 0, 1)) for g, r in zip(res, raised))
+            raised = self._quorum("RAISE_FENCE", [claim["fence"]], [str(fence)], None, early=False)
+            vouching = sum(c is not None and (c == fence or _is_int(r, 0, 1)) for c, r in zip(counters, raised))
             if vouching < self.q:
-                self._undo(resource, token, res)
+                self._undo(claim, token, res, extra)
                 return None, ("unavailable", [])
         valid_until = sent + (ttl_ms - self.margin(ttl_ms)) / 1000
         if valid_until - time.monotonic() <= 0:
-            self._undo(resource, token, res)
+            self._undo(claim, token, res, extra)
             return None, ("unavailable", [])
-        bases = [(sent, ttl_ms) if _is_int(r) else None for r in res]
-        return ProtocolLock(self, resource, token, fence, ttl_ms, bases), None
+        if claim["kind"] == "permit":  # §4.11: a node that granted another permit gives it back
+            self._undo(claim, token, res, extra, keep=winner)
+        bases = [(sent, ttl_ms) if c is not None else None for c in counters]
+        key, release = claim["held"](winner, extra)
+        return ProtocolLock(self, claim["name"], token, fence, ttl_ms, bases, key, release), None
 
     def campaign(self, resource, ttl_ms=30000, wait_ms=10000, value="redis-py"):  # §4.10; None = timeout
         lock = self.acquire(resource, ttl_ms, wait_ms)
@@ -382,10 +675,21 @@ class ProtocolClient:
         return lock
 
     def acquire(self, resource, ttl_ms=30000, wait_ms=10000, fair=False):  # §4.3, §4.9; None = timeout
+        return self._acquire(self._claim("lock", resource), ttl_ms, wait_ms, fair)
+
+    def semaphore_acquire(self, name, permits, ttl_ms=30000, wait_ms=10000, fair=False):  # §4.11
+        return self._acquire(self._claim("permit", name, permits), ttl_ms, wait_ms, fair)
+
+    def read(self, name, ttl_ms=30000, wait_ms=10000, fair=False):  # §4.12
+        return self._acquire(self._claim("read", name), ttl_ms, wait_ms, fair)
+
+    def write(self, name, ttl_ms=30000, wait_ms=10000, fair=False):  # §4.12
+        return self._acquire(self._claim("write", name), ttl_ms, wait_ms, fair)
+
+    def _acquire(self, claim, ttl_ms, wait_ms, fair):
         _check_ttl(ttl_ms)
-        self.lock_key(resource)
         if wait_ms == 0:
-            lock, failure = self._attempt(resource, ttl_ms, fair=fair)
+            lock, failure = self._attempt(claim, ttl_ms, fair=fair)
             if lock is None and failure[0] not in ("not_acquired", "unavailable"):
                 raise ProtocolError(failure[0])
             return lock
@@ -399,7 +703,7 @@ class ProtocolClient:
                 with self._wake_lock:
                     self._waiting[waiter][0].clear()
                     woken.clear()
-                lock, failure = self._attempt(resource, ttl_ms, waiter, ticket, fair)
+                lock, failure = self._attempt(claim, ttl_ms, waiter, ticket, fair)
                 if lock is not None:
                     return lock
                 kind, refusals = failure
@@ -429,7 +733,7 @@ class ProtocolClient:
             with self._wake_lock:
                 del self._waiting[waiter]
             for nd in self.nodes:  # leave every queue that may still hold it (§4.9, Leases)
-                nd.submit("LEAVE", self.waiter_keys(resource), [waiter, self.WINDOW_MS, "1"])
+                nd.submit(claim["leave"][0], claim["leave"][1], [waiter, self.WINDOW_MS, "1"])
 
     def fenced_set(self, key, value, token, holder=0):  # §3.5/§4.8, first node only; False = stale_token
         if key.startswith(self.prefix + "{"):
@@ -447,6 +751,11 @@ class ProtocolClient:
 def _worker(a):
     client = ProtocolClient(a.nodes.split(","), key_prefix=a.prefix)
     take = client.campaign if a.elect else client.acquire
+    if a.permits:
+        def take(name, ttl_ms, wait_ms):
+            return client.semaphore_acquire(name, a.permits, ttl_ms, wait_ms)
+    elif a.read or a.write:
+        take = client.read if a.read else client.write
     try:
         for _ in range(a.iterations):
             lock = take(a.resource, a.ttl_ms, a.wait_ms)
@@ -480,6 +789,9 @@ if __name__ == "__main__":
     w.add_argument("--ttl-ms", type=int, default=10000)
     w.add_argument("--wait-ms", type=int, default=60000)
     w.add_argument("--elect", action="store_true", help="campaign (§4.10) instead of locking, announcing 'redis-py'")
+    w.add_argument("--permits", type=int, default=0, help="take a permit of the semaphore (§4.11) instead")
+    w.add_argument("--read", action="store_true", help="take the read-write lock (§4.12) for reading")
+    w.add_argument("--write", action="store_true", help="take the read-write lock (§4.12) for writing")
     try:
         _worker(p.parse_args())
     except Exception as e:  # any failure: message on stderr, non-zero exit
