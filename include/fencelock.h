@@ -376,8 +376,10 @@ typedef struct fencelock_error fencelock_error;
 /**
  * A lock taken by `fencelock_acquire`, `fencelock_acquire_with`,
  * `fencelock_try_acquire` or their `_async` variants; also a leadership
- * (`fencelock_campaign`) and a semaphore's permit
- * (`fencelock_semaphore_acquire`, see `fencelock_lock_permit`).
+ * (`fencelock_campaign`), a semaphore's permit
+ * (`fencelock_semaphore_acquire`, see `fencelock_lock_permit`) and a
+ * read-write lock's read or write grant (`fencelock_rw_read`,
+ * `fencelock_rw_write`).
  *
  * Release it with [`fencelock_lock_release`] (network), then free it with
  * [`fencelock_lock_free`] (memory). Freeing a lock that is still held stops
@@ -1556,6 +1558,234 @@ fencelock_status fencelock_options_set_tls_client_cert_pem(struct fencelock_opti
  */
 fencelock_status fencelock_options_set_tls_min_version(struct fencelock_options *options,
                                                        int32_t version);
+
+/**
+ * Takes the read-write lock `name` for reading, beside any other readers,
+ * waiting (woken when a writer releases, as a lock's waiters are) for up to
+ * `wait_ms` while a writer holds it or a writer waits ahead of this call:
+ * once a writer waits, readers that ask later queue behind it, so a stream
+ * of readers never starves a writer. The grant lives `ttl_ms` on Redis and
+ * is renewed automatically until released (unless auto-renew is off).
+ *
+ * * `name`: NUL-terminated UTF-8, 1 to `FENCELOCK_MAX_RESOURCE_BYTES`
+ *   bytes, borrowed for the call. A read-write lock's keys never collide
+ *   with a lock's, a semaphore's or an election's of the same name.
+ * * `ttl_ms`, `wait_ms`: as [`crate::fencelock_acquire`]
+ *   (`FENCELOCK_MAX_WAIT_MS` to wait as long as allowed, 0 for one attempt).
+ * * `out`: receives the read grant on success only: a `fencelock_lock`
+ *   whose resource is `name`, with its own lease (a reader that dies frees
+ *   itself at its ttl, whatever the other readers do). Extend, release
+ *   (the last reader's release lets a waiting writer in), its fencing token,
+ *   lost callback and events work as for any lock. Free it with
+ *   `fencelock_lock_free`.
+ * * `error`: NULL, or receives detail on failure (node by node).
+ *
+ * Statuses as [`crate::fencelock_acquire`]: `TIMEOUT` (a writer held or
+ * waited ahead for all of `wait_ms`), `NOT_ACQUIRED` (the same with
+ * `wait_ms` 0), `UNAVAILABLE`, `INVALID_ARGUMENT` (bad name, ttl or wait),
+ * `INVALID_UTF8`, `NULL_ARGUMENT`, `CLOSED`, `WOULD_BLOCK`.
+ *
+ * Blocks up to about `wait_ms` plus one attempt (bounded by the per-node
+ * timeout); use [`fencelock_rw_read_async`] not to block. Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `name` is NULL or NUL-terminated; `out` and
+ * `error` are NULL or writable.
+ */
+fencelock_status fencelock_rw_read(const struct fencelock_client *client,
+                                   const char *name,
+                                   uint64_t ttl_ms,
+                                   uint64_t wait_ms,
+                                   struct fencelock_lock **out,
+                                   struct fencelock_error **error);
+
+/**
+ * Takes the lock for reading as [`fencelock_rw_read`] does, with the ttl,
+ * wait, auto-renew, renewal caps and fair waiting of `options` (which the
+ * call copies: free or reuse them right after). Fair: the reader never
+ * goes ahead of an earlier waiter of the lock, reader or writer.
+ *
+ * Statuses, blocking and threading as [`fencelock_rw_read`];
+ * `INVALID_ARGUMENT` also for an option out of range.
+ *
+ * # Safety
+ * As [`fencelock_rw_read`]; `options` is NULL or live.
+ */
+fencelock_status fencelock_rw_read_with(const struct fencelock_client *client,
+                                        const char *name,
+                                        const struct fencelock_lock_options *options,
+                                        struct fencelock_lock **out,
+                                        struct fencelock_error **error);
+
+/**
+ * One attempt to read for `ttl_ms`: as [`fencelock_rw_read`] with no wait;
+ * `NOT_ACQUIRED` when a writer holds the lock or waits for it.
+ *
+ * Blocks for one attempt (at most about the per-node timeout). Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_rw_read`].
+ */
+fencelock_status fencelock_rw_try_read(const struct fencelock_client *client,
+                                       const char *name,
+                                       uint64_t ttl_ms,
+                                       struct fencelock_lock **out,
+                                       struct fencelock_error **error);
+
+/**
+ * Takes the read-write lock `name` for writing, alone, waiting (woken when
+ * the last reader or the writer releases) for up to `wait_ms` while readers
+ * or another writer hold it. A waiting writer waits only for the readers
+ * already holding when it queued: readers that ask after it queue behind
+ * it. The grant lives `ttl_ms` on Redis and is renewed automatically until
+ * released (unless auto-renew is off).
+ *
+ * * `name`, `ttl_ms`, `wait_ms`, `error`: as [`fencelock_rw_read`].
+ * * `out`: receives the write grant on success only: a `fencelock_lock`
+ *   whose resource is `name` and whose fencing token is larger than that of
+ *   every read and write grant of this lock before it (so a store that
+ *   keeps the largest token it has seen refuses a stale writer). Extend,
+ *   release (which lets the next waiters in), lost callback and events work
+ *   as for any lock. Free it with `fencelock_lock_free`.
+ *
+ * Statuses as [`crate::fencelock_acquire`]: `TIMEOUT` (readers or a writer
+ * held it for all of `wait_ms`), `NOT_ACQUIRED` (the same with `wait_ms`
+ * 0), `UNAVAILABLE`, `INVALID_ARGUMENT` (bad name, ttl or wait),
+ * `INVALID_UTF8`, `NULL_ARGUMENT`, `CLOSED`, `WOULD_BLOCK`.
+ *
+ * Blocks up to about `wait_ms` plus one attempt (bounded by the per-node
+ * timeout); use [`fencelock_rw_write_async`] not to block. Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `name` is NULL or NUL-terminated; `out` and
+ * `error` are NULL or writable.
+ */
+fencelock_status fencelock_rw_write(const struct fencelock_client *client,
+                                    const char *name,
+                                    uint64_t ttl_ms,
+                                    uint64_t wait_ms,
+                                    struct fencelock_lock **out,
+                                    struct fencelock_error **error);
+
+/**
+ * Takes the lock for writing as [`fencelock_rw_write`] does, with the ttl,
+ * wait, auto-renew, renewal caps and fair waiting of `options` (which the
+ * call copies: free or reuse them right after). Fair: the writer never
+ * goes ahead of an earlier waiter of the lock, reader or writer.
+ *
+ * Statuses, blocking and threading as [`fencelock_rw_write`];
+ * `INVALID_ARGUMENT` also for an option out of range.
+ *
+ * # Safety
+ * As [`fencelock_rw_write`]; `options` is NULL or live.
+ */
+fencelock_status fencelock_rw_write_with(const struct fencelock_client *client,
+                                         const char *name,
+                                         const struct fencelock_lock_options *options,
+                                         struct fencelock_lock **out,
+                                         struct fencelock_error **error);
+
+/**
+ * One attempt to write for `ttl_ms`: as [`fencelock_rw_write`] with no
+ * wait; `NOT_ACQUIRED` when a reader or another writer holds the lock.
+ *
+ * Blocks for one attempt (at most about the per-node timeout). Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_rw_write`].
+ */
+fencelock_status fencelock_rw_try_write(const struct fencelock_client *client,
+                                        const char *name,
+                                        uint64_t ttl_ms,
+                                        struct fencelock_lock **out,
+                                        struct fencelock_error **error);
+
+/**
+ * Starts taking the read-write lock `name` for reading (as
+ * [`fencelock_rw_read`], `wait_ms` 0 for one attempt) and returns at once;
+ * `callback` gets the read grant (a `fencelock_lock`, the callback's to
+ * free) or the failure exactly once, on fencelock's callback thread,
+ * possibly before this function returns.
+ *
+ * `operation_out`, `user_data` and the returned status as
+ * [`crate::fencelock_acquire_async`]: a bad name, ttl or wait fails this
+ * call (`INVALID_ARGUMENT`…) and the callback is never called. Cancelling
+ * the operation stops the wait (the reader leaves the queue) and undoes any
+ * partial grant. Never blocks. Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_rw_read`]; `callback` is NULL or a function of that type;
+ * `operation_out` is NULL or writable.
+ */
+fencelock_status fencelock_rw_read_async(const struct fencelock_client *client,
+                                         const char *name,
+                                         uint64_t ttl_ms,
+                                         uint64_t wait_ms,
+                                         fencelock_acquire_callback callback,
+                                         void *user_data,
+                                         struct fencelock_operation **operation_out,
+                                         struct fencelock_error **error);
+
+/**
+ * Starts taking the lock for reading as [`fencelock_rw_read_async`] does,
+ * with the options of `options` (copied: free or reuse them right after).
+ * Statuses, callback and threading as [`fencelock_rw_read_async`]. Never
+ * blocks.
+ *
+ * # Safety
+ * As [`fencelock_rw_read_async`]; `options` is NULL or live.
+ */
+fencelock_status fencelock_rw_read_with_async(const struct fencelock_client *client,
+                                              const char *name,
+                                              const struct fencelock_lock_options *options,
+                                              fencelock_acquire_callback callback,
+                                              void *user_data,
+                                              struct fencelock_operation **operation_out,
+                                              struct fencelock_error **error);
+
+/**
+ * Starts taking the read-write lock `name` for writing (as
+ * [`fencelock_rw_write`], `wait_ms` 0 for one attempt) and returns at once;
+ * `callback` gets the write grant (a `fencelock_lock`, the callback's to
+ * free) or the failure exactly once, on fencelock's callback thread,
+ * possibly before this function returns.
+ *
+ * `operation_out`, `user_data` and the returned status as
+ * [`crate::fencelock_acquire_async`]: a bad name, ttl or wait fails this
+ * call (`INVALID_ARGUMENT`…) and the callback is never called. Cancelling
+ * the operation stops the wait (the writer leaves the queue, so the readers
+ * behind it may go in) and undoes any partial grant. Never blocks.
+ * Thread-safe.
+ *
+ * # Safety
+ * As [`fencelock_rw_write`]; `callback` is NULL or a function of that type;
+ * `operation_out` is NULL or writable.
+ */
+fencelock_status fencelock_rw_write_async(const struct fencelock_client *client,
+                                          const char *name,
+                                          uint64_t ttl_ms,
+                                          uint64_t wait_ms,
+                                          fencelock_acquire_callback callback,
+                                          void *user_data,
+                                          struct fencelock_operation **operation_out,
+                                          struct fencelock_error **error);
+
+/**
+ * Starts taking the lock for writing as [`fencelock_rw_write_async`] does,
+ * with the options of `options` (copied: free or reuse them right after).
+ * Statuses, callback and threading as [`fencelock_rw_write_async`]. Never
+ * blocks.
+ *
+ * # Safety
+ * As [`fencelock_rw_write_async`]; `options` is NULL or live.
+ */
+fencelock_status fencelock_rw_write_with_async(const struct fencelock_client *client,
+                                               const char *name,
+                                               const struct fencelock_lock_options *options,
+                                               fencelock_acquire_callback callback,
+                                               void *user_data,
+                                               struct fencelock_operation **operation_out,
+                                               struct fencelock_error **error);
 
 /**
  * Takes a permit of the semaphore `name`, waiting (woken when a holder

@@ -18,8 +18,10 @@ use crate::status::fencelock_status;
 
 /// A lock taken by `fencelock_acquire`, `fencelock_acquire_with`,
 /// `fencelock_try_acquire` or their `_async` variants; also a leadership
-/// (`fencelock_campaign`) and a semaphore's permit
-/// (`fencelock_semaphore_acquire`, see `fencelock_lock_permit`).
+/// (`fencelock_campaign`), a semaphore's permit
+/// (`fencelock_semaphore_acquire`, see `fencelock_lock_permit`) and a
+/// read-write lock's read or write grant (`fencelock_rw_read`,
+/// `fencelock_rw_write`).
 ///
 /// Release it with [`fencelock_lock_release`] (network), then free it with
 /// [`fencelock_lock_free`] (memory). Freeing a lock that is still held stops
