@@ -19,6 +19,7 @@
  *   test_callbacks.c  blocking and slow callbacks, stopping callbacks, fork
  *   test_election.c   campaigns, leaderships, observations
  *   test_semaphore.c  semaphores: capacity, permits, holders, size mismatch, callbacks, loss
+ *   test_rw_lock.c    read-write locks: sharing, exclusion under contention, writer queueing, loss, callbacks
  *   test_vectors.c    the shared protocol vectors and tables
  * and what they share in support.h / support.c; harness.h runs the nodes.
  */
@@ -89,6 +90,15 @@ int main(int argc, char **argv) {
       TEST(test_semaphore_fair_option),
       TEST(test_semaphore_permit_lost),
       TEST(test_bad_semaphore_arguments),
+      TEST(test_rw_readers_share_and_a_writer_holds_alone),
+      TEST(test_rw_readers_share_and_a_writer_holds_alone_on_three_nodes),
+      TEST(test_rw_contention),
+      TEST(test_rw_contention_on_three_nodes),
+      TEST(test_rw_waiting_writer_is_not_overtaken_by_later_readers),
+      TEST(test_rw_reader_lost_while_another_stays),
+      TEST(test_rw_async_read_and_write),
+      TEST(test_rw_fair_option),
+      TEST(test_bad_rw_arguments),
       TEST(test_protocol_vectors),
       TEST(test_redlock_quorum),
   };

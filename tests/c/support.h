@@ -147,6 +147,17 @@ void test_semaphore_fair_option(void);
 void test_semaphore_permit_lost(void);
 void test_bad_semaphore_arguments(void);
 
+/* test_rw_lock.c */
+void test_rw_readers_share_and_a_writer_holds_alone(void);
+void test_rw_readers_share_and_a_writer_holds_alone_on_three_nodes(void);
+void test_rw_contention(void);
+void test_rw_contention_on_three_nodes(void);
+void test_rw_waiting_writer_is_not_overtaken_by_later_readers(void);
+void test_rw_reader_lost_while_another_stays(void);
+void test_rw_async_read_and_write(void);
+void test_rw_fair_option(void);
+void test_bad_rw_arguments(void);
+
 /* test_vectors.c */
 void test_protocol_vectors(void);
 
