@@ -217,6 +217,26 @@ namespace FenceLock
         }
 
         /// <summary>
+        /// The read-write lock <paramref name="name"/>: any number of readers
+        /// at once (<see cref="FenceLockReaderWriterLock.AcquireReadAsync(TimeSpan, TimeSpan, CancellationToken)"/>)
+        /// or one writer (<see cref="FenceLockReaderWriterLock.AcquireWriteAsync(TimeSpan, TimeSpan, CancellationToken)"/>),
+        /// each grant a <see cref="FenceLockHandle"/> with its own lease,
+        /// fencing token and <see cref="FenceLockHandle.LostToken"/>. No I/O:
+        /// the nodes learn of it on the first acquire. A read-write lock's keys
+        /// never collide with those of a lock, semaphore or election of the same name.
+        /// </summary>
+        /// <param name="name">The lock: 1 to <see cref="FenceLockLimits.MaxResourceBytes"/> bytes of UTF-8.</param>
+        /// <exception cref="ArgumentNullException"><paramref name="name"/> is null.</exception>
+        /// <exception cref="ArgumentException"><paramref name="name"/> is empty, too long, has a NUL or a lone surrogate.</exception>
+        /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
+        public FenceLockReaderWriterLock ReaderWriterLock(string name)
+        {
+            var encoded = EncodeResource(name, nameof(name));
+            ThrowIfDisposed();
+            return new FenceLockReaderWriterLock(this, name, encoded);
+        }
+
+        /// <summary>
         /// Writes <paramref name="value"/> to the Redis key <paramref name="key"/>
         /// only if <paramref name="fence"/> (<see cref="FenceLockHandle.Fence"/>)
         /// is newer than the last write's: a larger token, or the same token
@@ -266,7 +286,7 @@ namespace FenceLock
             native.Dispose();
         }
 
-        /// <summary>The native client, for the objects made from this one (a semaphore).</summary>
+        /// <summary>The native client, for the objects made from this one (a semaphore, a read-write lock).</summary>
         /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
         internal ClientSafeHandle NativeHandle()
         {

@@ -7,7 +7,8 @@ namespace FenceLock
     /// <summary>
     /// A held lock, from <see cref="FenceLockClient.AcquireAsync(string, System.TimeSpan, System.TimeSpan, System.Threading.CancellationToken)"/> or
     /// <see cref="FenceLockClient.TryAcquireAsync(string, System.TimeSpan, System.Threading.CancellationToken)"/>, or a
-    /// semaphore's permit (<see cref="FenceLockSemaphore"/>, <see cref="Permit"/>). It is renewed in the
+    /// semaphore's permit (<see cref="FenceLockSemaphore"/>, <see cref="Permit"/>), or a read-write lock's
+    /// read or write grant (<see cref="FenceLockReaderWriterLock"/>). It is renewed in the
     /// background until released or disposed (unless auto-renew is off).
     ///
     /// End it with <c>await handle.DisposeAsync()</c> (release, then free) or

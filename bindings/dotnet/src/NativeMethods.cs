@@ -136,6 +136,26 @@ namespace FenceLock
         [return: MarshalAs(UnmanagedType.I1)]
         internal static extern bool fencelock_lock_permit(LockSafeHandle lockHandle, out uint permit);
 
+        // ---- read-write locks ----------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_rw_read_async(ClientSafeHandle client, byte[] name, ulong ttlMs,
+            ulong waitMs, AcquireCallback callback, IntPtr userData, out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_rw_read_with_async(ClientSafeHandle client, byte[] name,
+            LockOptionsSafeHandle options, AcquireCallback callback, IntPtr userData, out IntPtr operation,
+            ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_rw_write_async(ClientSafeHandle client, byte[] name, ulong ttlMs,
+            ulong waitMs, AcquireCallback callback, IntPtr userData, out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_rw_write_with_async(ClientSafeHandle client, byte[] name,
+            LockOptionsSafeHandle options, AcquireCallback callback, IntPtr userData, out IntPtr operation,
+            ref IntPtr error);
+
         // ---- lock options -------------------------------------------------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
