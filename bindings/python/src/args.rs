@@ -6,9 +6,10 @@
 //!   `AsyncClient.connect(...)`: [`ClientOptionArgs`], parsed by
 //!   [`client_builder`];
 //! - the lock options of `acquire`, `try_acquire` and `lock` on both clients,
-//!   and of `acquire`, `try_acquire` and `permit` on both semaphore classes:
-//!   [`LockOptionArgs`], parsed by [`AcquireArgs::parse`] and
-//!   [`PermitArgs::parse`].
+//!   of `acquire`, `try_acquire` and `permit` on both semaphore classes, and
+//!   of `acquire_read`, `acquire_write`, `try_read`, `try_write`, `read` and
+//!   `write` on both read-write lock classes: [`LockOptionArgs`], parsed by
+//!   [`AcquireArgs::parse`] and [`PermitArgs::parse`].
 //!
 //! `campaign` takes named parameters only (`ttl`, `wait`, `value`), parsed
 //! once for both clients by [`CampaignArgs::parse`].
@@ -252,7 +253,9 @@ keyword_options! {
 keyword_options! {
     /// The lock options of `acquire(resource, ttl, wait, **options)`,
     /// `try_acquire(resource, ttl, **options)` and `lock(...)` (as `acquire`),
-    /// and of the semaphores' `acquire`, `try_acquire` and `permit`.
+    /// of the semaphores' `acquire`, `try_acquire` and `permit`, and of the
+    /// read-write locks' `acquire_read`, `acquire_write`, `try_read`,
+    /// `try_write`, `read` and `write`.
     struct LockOptionArgs {
         auto_renew,
         max_hold,
@@ -412,8 +415,9 @@ impl AcquireArgs {
     }
 }
 
-/// What a semaphore's `acquire`-like calls take, parsed: `ttl`, `wait` and
-/// the lock options (the semaphore names what is acquired).
+/// What the `acquire`-like calls of a semaphore or a read-write lock take,
+/// parsed: `ttl`, `wait` and the lock options (the semaphore or read-write
+/// lock names what is acquired).
 pub(crate) struct PermitArgs {
     pub(crate) options: LockOptions,
     pub(crate) on_lost: Option<Py<PyAny>>,
@@ -421,7 +425,9 @@ pub(crate) struct PermitArgs {
 
 impl PermitArgs {
     /// Parses `Semaphore.acquire(ttl=None, wait=None, **options)`, and
-    /// `try_acquire` (`wait` None) and `permit`, with the lock options and
+    /// `try_acquire` (`wait` None) and `permit`, and the read-write locks'
+    /// `acquire_read`, `acquire_write`, `read`, `write` (as `acquire`) and
+    /// `try_read`, `try_write` (as `try_acquire`), with the lock options and
     /// checks of `Client.acquire`.
     pub(crate) fn parse(
         function: &str,

@@ -1,6 +1,7 @@
 //! `AsyncClient`, the asyncio API, and `AsyncLockContext`, its
 //! `async with client.lock(...)` (and the semaphores' `async with
-//! sem.permit(...)`).
+//! sem.permit(...)`, the read-write locks' `async with rw.read(...)` and
+//! `async with rw.write(...)`).
 //!
 //! Every call returns an awaitable driven by the core's runtime (see
 //! `asyncio::awaitable`); cancelling the awaiting task cancels the operation.
@@ -14,13 +15,14 @@ use crate::args::{
     AcquireArgs, CampaignArgs, PermitArgs, client_builder, permits_arg, resource_arg, text_arg,
 };
 use crate::asyncio;
-use crate::calls::{acquire, campaign, inspect_py, try_acquire};
+use crate::calls::{RwMode, acquire, campaign, inspect_py, try_acquire};
 use crate::election::AsyncLeadership;
 use crate::errors::core_error;
 use crate::fence::fenced_args;
 use crate::lock::{AsyncLock, LockInner};
 use crate::observe::AsyncObservation;
 use crate::rt::{self, Deferred};
+use crate::rw_lock::{self, AsyncRwLock};
 use crate::semaphore::{self, AsyncSemaphore};
 
 /// The asyncio twin of `Client`: the same calls as coroutines, on the same
@@ -133,6 +135,16 @@ impl AsyncClient {
             .semaphore(&name, permits)
             .map_err(|e| core_error(py, e))?;
         Ok(AsyncSemaphore::new(inner))
+    }
+
+    /// The read-write lock `name` (see `Client.rw_lock`), whose calls are
+    /// coroutines. No I/O.
+    ///
+    /// Raises `InvalidArgumentError` for a bad name.
+    fn rw_lock(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<AsyncRwLock> {
+        let name = text_arg(name, "name")?;
+        let inner = self.inner.rw_lock(&name).map_err(|e| core_error(py, e))?;
+        Ok(AsyncRwLock::new(inner))
     }
 
     /// Coroutine: campaigns to lead the election `name` (see
@@ -272,10 +284,14 @@ pub(crate) enum AsyncAcquirer {
     Lock(fencelock::Client, AcquireArgs),
     /// `AsyncSemaphore.permit(...)`: a permit of the semaphore.
     Permit(fencelock::Semaphore, PermitArgs),
+    /// `AsyncRwLock.read(...)` or `AsyncRwLock.write(...)`: a reader's or
+    /// the writer's grant.
+    Rw(fencelock::RwLock, RwMode, PermitArgs),
 }
 
-/// Returned by `AsyncClient.lock(...)` and `AsyncSemaphore.permit(...)`:
-/// acquires on `__aenter__`, releases on `__aexit__`.
+/// Returned by `AsyncClient.lock(...)`, `AsyncSemaphore.permit(...)`,
+/// `AsyncRwLock.read(...)` and `AsyncRwLock.write(...)`: acquires on
+/// `__aenter__`, releases on `__aexit__`.
 #[pyclass(module = "fencelock", frozen)]
 pub struct AsyncLockContext {
     acquirer: AsyncAcquirer,
@@ -302,6 +318,9 @@ impl AsyncLockContext {
             }
             AsyncAcquirer::Permit(sem, args) => {
                 semaphore::acquire_awaitable(py, sem.clone(), args.clone_ref(py), slot)
+            }
+            AsyncAcquirer::Rw(rw, mode, args) => {
+                rw_lock::acquire_awaitable(py, rw.clone(), *mode, args.clone_ref(py), slot)
             }
         }
     }

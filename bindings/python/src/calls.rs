@@ -1,6 +1,7 @@
-//! What `Client` and `AsyncClient` (and their semaphores) share below the
-//! argument parsing: the core calls that hand out locks, permits and
-//! leaderships, and `inspect`'s answer as Python objects.
+//! What `Client` and `AsyncClient` (and their semaphores and read-write
+//! locks) share below the argument parsing: the core calls that hand out
+//! locks, permits, reader and writer grants and leaderships, and
+//! `inspect`'s answer as Python objects.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -42,6 +43,44 @@ pub(crate) async fn try_acquire_permit(
     options: LockOptions,
 ) -> fencelock::Result<Option<Unclaimed>> {
     Ok(semaphore.try_acquire(options).await?.map(Unclaimed::new))
+}
+
+/// Which side of a read-write lock an acquire takes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum RwMode {
+    /// Shared with other readers.
+    Read,
+    /// Alone.
+    Write,
+}
+
+/// The core's `RwLock::read` or `RwLock::write`: the grant, [`Unclaimed`]
+/// as in [`try_acquire`].
+pub(crate) async fn acquire_rw(
+    rw: fencelock::RwLock,
+    mode: RwMode,
+    options: LockOptions,
+) -> fencelock::Result<Unclaimed> {
+    let lock = match mode {
+        RwMode::Read => rw.read(options).await?,
+        RwMode::Write => rw.write(options).await?,
+    };
+    Ok(Unclaimed::new(lock))
+}
+
+/// The core's `RwLock::try_read` or `RwLock::try_write`: `None` when the
+/// lock is taken the other way (or, to write, by another writer); the
+/// grant [`Unclaimed`] as in [`try_acquire`].
+pub(crate) async fn try_acquire_rw(
+    rw: fencelock::RwLock,
+    mode: RwMode,
+    options: LockOptions,
+) -> fencelock::Result<Option<Unclaimed>> {
+    let lock = match mode {
+        RwMode::Read => rw.try_read(options).await?,
+        RwMode::Write => rw.try_write(options).await?,
+    };
+    Ok(lock.map(Unclaimed::new))
 }
 
 /// A campaign won: the lock behind the leadership, [`Unclaimed`] until a

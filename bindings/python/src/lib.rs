@@ -5,8 +5,9 @@
 //! interrupt a wait on the main thread; the asyncio API (`AsyncClient`,
 //! `AsyncLock`) hands out awaitables through pyo3-async-runtimes' generic
 //! bridge, driven by that same runtime. Leader election (`campaign`,
-//! `observe`) hands out leaderships built on the lock classes, and counting
-//! semaphores (`semaphore`) hand out their permits as locks. The exception
+//! `observe`) hands out leaderships built on the lock classes, counting
+//! semaphores (`semaphore`) hand out their permits as locks, and read-write
+//! locks (`rw_lock`) their readers' and writers' grants. The exception
 //! classes are plain Python (`fencelock/_errors.py`).
 
 mod args;
@@ -23,6 +24,7 @@ mod fence;
 mod lock;
 mod observe;
 mod rt;
+mod rw_lock;
 mod semaphore;
 mod sync_client;
 
@@ -51,7 +53,7 @@ fn settle(py: Python<'_>, timeout: f64) -> PyResult<bool> {
 }
 
 /// The compiled module: clients, locks, the lost-lock signal, leader
-/// election and counting semaphores.
+/// election, counting semaphores and read-write locks.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rt::record_main_thread(m.py())?;
@@ -70,6 +72,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<observe::AsyncObservation>()?;
     m.add_class::<semaphore::Semaphore>()?;
     m.add_class::<semaphore::AsyncSemaphore>()?;
+    m.add_class::<rw_lock::RwLock>()?;
+    m.add_class::<rw_lock::AsyncRwLock>()?;
     m.add_function(wrap_pyfunction!(settle, m)?)?;
     // Private names: set as attributes, left out of `__all__`.
     m.setattr("_LockBase", m.py().get_type::<lock::LockBase>())?;

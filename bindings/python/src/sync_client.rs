@@ -1,5 +1,6 @@
 //! `Client`, the sync API, and `LockContext`, its `with client.lock(...)`
-//! (and the semaphores' `with sem.permit(...)`).
+//! (and the semaphores' `with sem.permit(...)`, the read-write locks'
+//! `with rw.read(...)` and `with rw.write(...)`).
 //!
 //! Every call waits on the core's runtime with the GIL released; Ctrl-C
 //! interrupts a wait on the main thread.
@@ -12,13 +13,14 @@ use pyo3::types::{PyDict, PyType};
 use crate::args::{
     AcquireArgs, CampaignArgs, PermitArgs, client_builder, permits_arg, resource_arg, text_arg,
 };
-use crate::calls::{acquire, campaign, inspect_py, try_acquire};
+use crate::calls::{RwMode, acquire, campaign, inspect_py, try_acquire};
 use crate::election::Leadership;
 use crate::errors::core_error;
 use crate::fence::fenced_args;
 use crate::lock::{Lock, LockInner};
 use crate::observe::Observation;
 use crate::rt;
+use crate::rw_lock::{self, RwLock};
 use crate::semaphore::{self, Semaphore};
 
 /// A distributed lock client over one Redis node (single-node lock) or N
@@ -122,6 +124,16 @@ impl Client {
             .semaphore(&name, permits)
             .map_err(|e| core_error(py, e))?;
         Ok(Semaphore::new(inner))
+    }
+
+    /// The read-write lock `name`: any number of readers at once, or one
+    /// writer, each holding a `Lock`. No I/O.
+    ///
+    /// Raises `InvalidArgumentError` for a bad name.
+    fn rw_lock(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<RwLock> {
+        let name = text_arg(name, "name")?;
+        let inner = self.inner.rw_lock(&name).map_err(|e| core_error(py, e))?;
+        Ok(RwLock::new(inner))
     }
 
     /// Campaigns to lead the election `name`: waits in line (woken by push)
@@ -246,10 +258,12 @@ pub(crate) enum Acquirer {
     Lock(Py<Client>, AcquireArgs),
     /// `Semaphore.permit(...)`: a permit of the semaphore.
     Permit(fencelock::Semaphore, PermitArgs),
+    /// `RwLock.read(...)` or `RwLock.write(...)`: a reader's or the writer's grant.
+    Rw(fencelock::RwLock, RwMode, PermitArgs),
 }
 
-/// Returned by `Client.lock(...)` and `Semaphore.permit(...)`: acquires on
-/// `__enter__`, releases on `__exit__`.
+/// Returned by `Client.lock(...)`, `Semaphore.permit(...)`, `RwLock.read(...)`
+/// and `RwLock.write(...)`: acquires on `__enter__`, releases on `__exit__`.
 #[pyclass(module = "fencelock", frozen)]
 pub struct LockContext {
     acquirer: Acquirer,
@@ -272,6 +286,7 @@ impl LockContext {
         let lock = match &self.acquirer {
             Acquirer::Lock(client, args) => client.get().acquire_with(py, args.clone_ref(py))?,
             Acquirer::Permit(sem, args) => semaphore::acquire_blocking(py, sem, args.clone_ref(py))?,
+            Acquirer::Rw(rw, mode, args) => rw_lock::acquire_blocking(py, rw, *mode, args.clone_ref(py))?,
         };
         *self.lock.lock().unwrap_or_else(|p| p.into_inner()) = Some(lock.clone_ref(py));
         Ok(lock)

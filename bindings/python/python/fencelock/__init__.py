@@ -18,6 +18,10 @@ Counting semaphores: ``client.semaphore(name, permits)`` returns a :class:`Semap
 admitting at most ``permits`` holders at once; ``with sem.permit(ttl=, wait=) as lock:``
 holds one (a :class:`Lock`, ``lock.permit`` its number), ``sem.holders()`` counts them.
 
+Read-write locks: ``client.rw_lock(name)`` returns a :class:`RwLock` held by any number of
+readers or by one writer; ``with rw.read(ttl=, wait=) as lock:`` and
+``with rw.write(ttl=, wait=) as lock:`` hold it (each grant a :class:`Lock`).
+
 Forking: a client made before ``fork()`` raises :class:`ClosedError` in
 the child. Create clients after forking (in each multiprocessing worker, or in
 gunicorn's ``post_fork`` hook), or use the ``spawn`` start method.
@@ -70,6 +74,7 @@ from ._native import (
     AsyncLock,
     AsyncLockContext,
     AsyncObservation,
+    AsyncRwLock,
     AsyncSemaphore,
     Client,
     Fence,
@@ -79,6 +84,7 @@ from ._native import (
     LockContext,
     LostSignal,
     Observation,
+    RwLock,
     Semaphore,
     __version__,
     settle,
@@ -95,6 +101,7 @@ __all__ = [
     "AsyncLock",
     "AsyncLockContext",
     "AsyncObservation",
+    "AsyncRwLock",
     "AsyncSemaphore",
     "AuthError",
     "Client",
@@ -127,6 +134,7 @@ __all__ = [
     "NotAcquiredError",
     "NotHeldError",
     "Observation",
+    "RwLock",
     "Semaphore",
     "StaleTokenError",
     "TlsError",

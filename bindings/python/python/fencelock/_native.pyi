@@ -46,9 +46,10 @@ class ClientOptions(TypedDict, total=False):
 
 @type_check_only
 class LockOptions(TypedDict, total=False):
-    """The keyword options of ``acquire``, ``try_acquire`` and ``lock`` (both clients), and of
-    ``acquire``, ``try_acquire`` and ``permit`` (both semaphore classes). ``None`` keeps the
-    default."""
+    """The keyword options of ``acquire``, ``try_acquire`` and ``lock`` (both clients), of
+    ``acquire``, ``try_acquire`` and ``permit`` (both semaphore classes), and of
+    ``acquire_read``, ``acquire_write``, ``try_read``, ``try_write``, ``read`` and ``write``
+    (both read-write lock classes). ``None`` keeps the default."""
 
     auto_renew: Optional[bool]
     max_hold: Optional[_Seconds]
@@ -91,6 +92,7 @@ __all__ = [
     "AsyncLock",
     "AsyncLockContext",
     "AsyncObservation",
+    "AsyncRwLock",
     "AsyncSemaphore",
     "Client",
     "Fence",
@@ -110,6 +112,7 @@ __all__ = [
     "MAX_TTL",
     "MAX_WAIT",
     "MIN_TTL",
+    "RwLock",
     "Semaphore",
     "__version__",
     "settle",
@@ -295,7 +298,8 @@ class AsyncObservation:
 
 @final
 class LockContext:
-    """``Client.lock(...)`` and ``Semaphore.permit(...)``: acquires on entry, releases on exit."""
+    """``Client.lock(...)``, ``Semaphore.permit(...)``, ``RwLock.read(...)`` and
+    ``RwLock.write(...)``: acquires on entry, releases on exit."""
 
     def __enter__(self) -> Lock: ...
     def __exit__(
@@ -307,8 +311,8 @@ class LockContext:
 
 @final
 class AsyncLockContext:
-    """``AsyncClient.lock(...)`` and ``AsyncSemaphore.permit(...)``: acquires on entry, releases
-    on exit."""
+    """``AsyncClient.lock(...)``, ``AsyncSemaphore.permit(...)``, ``AsyncRwLock.read(...)`` and
+    ``AsyncRwLock.write(...)``: acquires on entry, releases on exit."""
 
     def __aenter__(self) -> Coroutine[Any, Any, AsyncLock]: ...
     def __aexit__(
@@ -386,6 +390,107 @@ class AsyncSemaphore:
         """Coroutine: how many permits are held now."""
 
 @final
+class RwLock:
+    """A read-write lock (``Client.rw_lock``): any number of readers at once, or one writer.
+
+    Each grant is a :class:`Lock` of its own (renewed while held, with its lost signal and
+    fencing token; ``resource`` is the read-write lock's name). A writer's token is larger than
+    every earlier grant's; once a writer waits, readers that come later wait behind it.
+    """
+
+    @property
+    def name(self) -> str: ...
+    def acquire_read(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Lock:
+        """Takes the lock for reading, beside other readers, waiting up to ``wait`` seconds
+        (``LockTimeoutError`` then) while a writer holds it or waits ahead."""
+    def acquire_write(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Lock:
+        """Takes the lock for writing, alone, waiting up to ``wait`` seconds
+        (``LockTimeoutError`` then) while anyone else holds it."""
+    def try_read(
+        self,
+        ttl: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Optional[Lock]:
+        """One attempt to read: a reader's lock, or None when a writer holds it or waits."""
+    def try_write(
+        self,
+        ttl: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Optional[Lock]:
+        """One attempt to write: the writer's lock, or None when anyone else holds it."""
+    def read(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> LockContext:
+        """``with rw.read(ttl=, wait=) as lock:`` reads, and releases on exit."""
+    def write(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> LockContext:
+        """``with rw.write(ttl=, wait=) as lock:`` writes, and releases on exit."""
+
+@final
+class AsyncRwLock:
+    """A read-write lock (``AsyncClient.rw_lock``): the asyncio twin of :class:`RwLock`."""
+
+    @property
+    def name(self) -> str: ...
+    def acquire_read(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Coroutine[Any, Any, AsyncLock]:
+        """Coroutine: takes the lock for reading, waiting up to ``wait`` seconds."""
+    def acquire_write(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Coroutine[Any, Any, AsyncLock]:
+        """Coroutine: takes the lock for writing, waiting up to ``wait`` seconds."""
+    def try_read(
+        self,
+        ttl: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Coroutine[Any, Any, Optional[AsyncLock]]:
+        """Coroutine: one attempt to read; a reader's lock, or None."""
+    def try_write(
+        self,
+        ttl: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> Coroutine[Any, Any, Optional[AsyncLock]]:
+        """Coroutine: one attempt to write; the writer's lock, or None."""
+    def read(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> AsyncLockContext:
+        """``async with rw.read(ttl=, wait=) as lock:`` reads, and releases on exit."""
+    def write(
+        self,
+        ttl: Optional[_Seconds] = None,
+        wait: Optional[_Seconds] = None,
+        **options: Unpack[LockOptions],
+    ) -> AsyncLockContext:
+        """``async with rw.write(ttl=, wait=) as lock:`` writes, and releases on exit."""
+
+@final
 class Client:
     """A lock client over one Redis node or N independent masters (Redlock)."""
 
@@ -424,6 +529,8 @@ class Client:
     def observe(self, name: str) -> Observation: ...
     def semaphore(self, name: str, permits: int) -> Semaphore:
         """The counting semaphore ``name`` with ``permits`` permits (1 to ``MAX_PERMITS``)."""
+    def rw_lock(self, name: str) -> RwLock:
+        """The read-write lock ``name``: many readers or one writer. No I/O."""
     def fenced_set(self, key: str, value: str, fence: _FenceArg) -> None: ...
     def fenced_get(self, key: str) -> Optional[tuple[str, int]]: ...
     def inspect(self, resource: str) -> list[dict[str, Any]]: ...
@@ -485,6 +592,8 @@ class AsyncClient:
     def observe(self, name: str) -> AsyncObservation: ...
     def semaphore(self, name: str, permits: int) -> AsyncSemaphore:
         """The counting semaphore ``name`` with ``permits`` permits (1 to ``MAX_PERMITS``)."""
+    def rw_lock(self, name: str) -> AsyncRwLock:
+        """The read-write lock ``name``: many readers or one writer. No I/O."""
     def fenced_set(self, key: str, value: str, fence: _FenceArg) -> Coroutine[Any, Any, None]: ...
     def fenced_get(self, key: str) -> Coroutine[Any, Any, Optional[tuple[str, int]]]: ...
     def inspect(self, resource: str) -> Coroutine[Any, Any, list[dict[str, Any]]]: ...
