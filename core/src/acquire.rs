@@ -99,6 +99,7 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                 waiter: None,
                 ticket: 0,
                 fair: options.fair,
+                prefer: None,
             },
         };
         let outcome = attempt(&client.nodes, &claim, options.ttl, client.connect_timeout, &entry).await;

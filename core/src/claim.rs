@@ -131,7 +131,8 @@ impl Claim {
     /// The acquire script and its KEYS and ARGV for an attempt with
     /// `token`. A semaphore's slots go in a random rotation, so that
     /// clients that arrive together mostly ask for different slots, while
-    /// every node of one attempt sees the same order. A reader's key is
+    /// every node of one attempt sees the same order; the permit most of
+    /// the waiter's wake-ups named goes first. A reader's key is
     /// named by a fresh random id, the same on every node.
     pub(crate) fn request(
         &self,
@@ -173,7 +174,16 @@ impl Claim {
             Claim::Permit(keys) => {
                 let permits = keys.slots().len();
                 let start = rand::rng().random_range(0..permits);
-                let order: Vec<usize> = (0..permits).map(|i| (start + i) % permits).collect();
+                let mut order: Vec<usize> = (0..permits).map(|i| (start + i) % permits).collect();
+                // A permit that nodes reserved for this waiter comes first.
+                if let Some(first) = entry
+                    .prefer
+                    .as_ref()
+                    .and_then(|key| keys.slots().iter().position(|k| k == key))
+                {
+                    order.retain(|&slot| slot != first);
+                    order.insert(0, first);
+                }
                 let waiters = keys.waiters();
                 let mut all = vec![
                     keys.size().to_owned(),

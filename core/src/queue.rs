@@ -35,6 +35,9 @@ pub(crate) struct Entry<'a> {
     pub(crate) ticket: u64,
     /// Take the lock only in queue order, never ahead of an earlier waiter.
     pub(crate) fair: bool,
+    /// The key to ask for first, where the claim has a choice (a
+    /// semaphore's permit that nodes reserved for this waiter).
+    pub(crate) prefer: Option<String>,
 }
 
 impl Entry<'_> {

@@ -21,6 +21,8 @@ pub(crate) struct Waiter {
     /// The last pause was none, to even out unequal tickets at once (done
     /// once in a row, so it cannot spin).
     evening: bool,
+    /// The key the wake-ups before this attempt named most.
+    prefer: Option<String>,
 }
 
 impl Waiter {
@@ -32,6 +34,7 @@ impl Waiter {
             place: Place::default(),
             entered: 0,
             evening: false,
+            prefer: None,
         }
     }
 
@@ -41,6 +44,7 @@ impl Waiter {
             waiter: Some(&self.registration.id),
             ticket: self.place.ticket,
             fair,
+            prefer: self.prefer.clone(),
         }
     }
 
@@ -49,6 +53,7 @@ impl Waiter {
     pub(crate) fn attempting(&mut self) {
         let nodes = self.client.nodes.nodes().len().min(128);
         self.entered = u128::MAX >> (128 - nodes);
+        self.prefer = self.registration.most_named();
         self.registration.attempting();
     }
 

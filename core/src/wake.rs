@@ -55,18 +55,29 @@ struct Registry {
 /// Where the wake-ups of one waiter land.
 #[derive(Default)]
 struct WakeSlot {
-    /// Told once a quorum of nodes handed this waiter the lock.
+    /// Told once a quorum of nodes handed this waiter the same key.
     notify: Notify,
-    /// Bit `i % 64`: node `i` handed it the lock since its last attempt.
-    woken_by: AtomicU64,
+    /// Set with that notification; cleared by each attempt.
+    ready: AtomicBool,
+    /// The hand-offs since the last attempt: which node, and the key it
+    /// named (a lock's own key; for a semaphore, which permit).
+    handed: Mutex<Vec<(usize, String)>>,
 }
 
 impl WakeSlot {
-    /// Records a hand-off from node `index`; true once a quorum of nodes did.
-    fn handed_by(&self, index: usize, quorum: usize) -> bool {
-        let bit = 1u64 << (index % 64);
-        let woken_by = self.woken_by.fetch_or(bit, Ordering::AcqRel) | bit;
-        woken_by.count_ones() as usize >= quorum
+    /// Records that node `index` handed this waiter `key`; true once a
+    /// quorum of nodes handed it the same key (a try on fewer, or on
+    /// different permits, cannot win).
+    fn handed_by(&self, index: usize, key: &str, quorum: usize) -> bool {
+        let mut handed = lock(&self.handed);
+        if !handed.iter().any(|(i, k)| *i == index && k == key) {
+            handed.push((index, key.to_owned()));
+        }
+        let ready = handed.iter().filter(|(_, k)| k == key).count() >= quorum;
+        if ready {
+            self.ready.store(true, Ordering::Release);
+        }
+        ready
     }
 }
 
@@ -84,7 +95,21 @@ impl Registration {
     /// Forgets the hand-offs so far: an attempt is going out, and only
     /// those that come after it count towards waking it again.
     pub(crate) fn attempting(&self) {
-        self.slot.woken_by.store(0, Ordering::Release);
+        lock(&self.slot.handed).clear();
+        self.slot.ready.store(false, Ordering::Release);
+    }
+
+    /// The key most of the hand-offs since the last attempt named: the
+    /// permit a semaphore's waiter should ask for first, so that the nodes
+    /// that reserved it for this waiter agree.
+    pub(crate) fn most_named(&self) -> Option<String> {
+        let handed = lock(&self.slot.handed);
+        let count = |key: &String| handed.iter().filter(|(_, k)| k == key).count();
+        handed
+            .iter()
+            .map(|(_, key)| key)
+            .max_by_key(|key| count(key))
+            .cloned()
     }
 
     /// Resolves once a quorum of nodes handed this waiter the lock (at
@@ -93,7 +118,7 @@ impl Registration {
         loop {
             self.slot.notify.notified().await;
             // A permit stored before the last attempt is stale: check.
-            if self.slot.woken_by.load(Ordering::Acquire).count_ones() as usize >= self.registry.quorum {
+            if self.slot.ready.load(Ordering::Acquire) {
                 return;
             }
         }
@@ -231,9 +256,9 @@ impl Subscriber {
     /// queue that may still hold it when it stopped ([`crate::waiter`]),
     /// and that leave passes on a hand-off reserved for it.
     fn route(&self, payload: &[u8]) {
-        let Some(waiter) = std::str::from_utf8(payload)
+        let Some((waiter, key)) = std::str::from_utf8(payload)
             .ok()
-            .and_then(|text| text.split(' ').next())
+            .map(|text| text.split_once(' ').unwrap_or((text, "")))
         else {
             return;
         };
@@ -244,10 +269,32 @@ impl Subscriber {
         else {
             return;
         };
-        if let Some(slot) = lock(&self.registry.waiting).get(&seq)
-            && slot.handed_by(self.index, self.registry.quorum)
-        {
+        let Some(slot) = lock(&self.registry.waiting).get(&seq).cloned() else {
+            return;
+        };
+        if slot.handed_by(self.index, key, self.registry.quorum) {
             slot.notify.notify_one();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A waiter tries once a quorum of nodes handed it the same key: two
+    /// nodes reserving different permits of a semaphore for it are no
+    /// quorum on either, and the key most of them named goes first.
+    #[test]
+    fn a_quorum_counts_hand_offs_of_one_key() {
+        let slot = WakeSlot::default();
+        assert!(!slot.handed_by(0, "p{s}:sem:1", 2));
+        assert!(
+            !slot.handed_by(1, "p{s}:sem:2", 2),
+            "different permits are no quorum"
+        );
+        assert!(!slot.handed_by(0, "p{s}:sem:1", 2), "the same node twice is one");
+        assert!(slot.handed_by(2, "p{s}:sem:2", 2));
+        assert!(slot.ready.load(Ordering::Acquire));
     }
 }
