@@ -1,7 +1,13 @@
 """One lock, many workers: how fairly and how fast each library hands it over.
 
     target/python-venv/bin/python bench/contention/contention.py \
-        [--seconds 5] [--workers 8 32] [--holds 0 1] [--nodes 1 5] [--only NAME ...]
+        [--seconds 5] [--workers 8 32] [--holds 0 1] [--nodes 1 5] [--only NAME ...] \
+        [--permits K]
+
+With `--permits K` the resource is a counting semaphore of K permits instead
+(fencelock's from Python and Node, redis-semaphore's `Semaphore` on one node
+and `RedlockSemaphore` on several), and each row also prints the most
+holders seen at once, which must never exceed K (issue 18's targets).
 
 (The Node libraries need `cd bindings/node/bench && npm install` first.)
 
@@ -52,6 +58,8 @@ from redis_nodes import RedisNodes
 # An acquire call never waits longer than this; a run ends before.
 WAIT_CAP = 60.0
 TTL = 10.0
+# --permits, passed to every worker (Node workers by the environment).
+PERMITS = int(os.environ.get("FENCELOCK_BENCH_PERMITS", "0"))
 
 # (t_request, t_grant, t_release); t_grant is None for a call still waiting at the end.
 Sample = tuple[float, float | None, float | None]
@@ -81,6 +89,21 @@ def fencelock_py(retry: float | None, fair: bool = False) -> Callable[[list[str]
         return acquire
 
     return make
+
+
+def fencelock_semaphore_py(urls: list[str], resource: str) -> Acquire:
+    import fencelock
+
+    semaphore = fencelock.Client(urls).semaphore(resource, PERMITS)
+
+    def acquire(timeout: float) -> Callable[[], None] | None:
+        try:
+            permit = semaphore.acquire(ttl=TTL, wait=timeout)
+        except fencelock.LockTimeoutError:
+            return None
+        return permit.release
+
+    return acquire
 
 
 def redis_py(sleep: float) -> Callable[[list[str], str], Acquire]:
@@ -137,6 +160,7 @@ class Contender:
     quorum: bool  # False: single-node only, skipped at 5 nodes
     ours: bool = False
     fair: bool = False  # judged by the fair mode's targets
+    semaphore: bool = False  # takes one of --permits permits
 
 
 CONTENDERS = [
@@ -154,6 +178,10 @@ CONTENDERS = [
     Contender("node-redlock 5 ms", None, True),
     Contender("redis-semaphore", None, True),
     Contender("redis-semaphore 5 ms", None, True),
+    Contender("fencelock semaphore", fencelock_semaphore_py, True, ours=True, semaphore=True),
+    Contender("fencelock node semaphore", None, True, ours=True, semaphore=True),
+    Contender("redis-semaphore Semaphore", None, True, semaphore=True),
+    Contender("redis-semaphore Semaphore 5 ms", None, True, semaphore=True),
 ]
 
 NODE_WORKER = (
@@ -297,6 +325,7 @@ class Result:
     jain: float
     cpu_us_per_grant: float
     commands_per_grant: float
+    most_holders: int
 
 
 def summarize(
@@ -324,6 +353,10 @@ def summarize(
         for (asked, granted, _) in samples
     ]
     counts = [sum(1 for s in samples if s[1] is not None) for samples in per_worker]
+    # The most workers between their grant and their release at one instant
+    # (a release at the instant of another's grant counts first).
+    edges = sorted(e for g, r, _ in grants for e in ((g, 1), (r, -1)))
+    inside = list(itertools.accumulate(step for _, step in edges))
     total = max(1, len(grants))
     return Result(
         grants_per_s=len(grants) / seconds,
@@ -336,6 +369,7 @@ def summarize(
         jain=jain(counts),
         cpu_us_per_grant=cpu * 1e6 / total,
         commands_per_grant=commands / total,
+        most_holders=max(inside, default=0),
     )
 
 
@@ -352,7 +386,7 @@ def commands_run(urls: list[str]) -> int:
 
 HEADER = (
     f"{'library':<22} {'grants/s':>8} {'handoff p50':>11} {'p99 ms':>7} {'re-takes':>8} "
-    f"{'longest':>8} {'min/max':>9} {'Jain':>5} {'CPU µs':>7} {'cmds':>6}"
+    f"{'longest':>8} {'min/max':>9} {'Jain':>5} {'CPU µs':>7} {'cmds':>6} {'most':>4}"
 )
 
 
@@ -361,7 +395,7 @@ def line(name: str, row: Result) -> str:
         f"{name:<22} {row.grants_per_s:>8.0f} {row.handoff_p50_ms:>11.2f} "
         f"{row.handoff_p99_ms:>7.2f} {row.retakes:>7.0%} {row.longest_wait_s:>7.2f}s "
         f"{f'{row.min_grants}/{row.max_grants}':>9} {row.jain:>5.2f} "
-        f"{row.cpu_us_per_grant:>7.0f} {row.commands_per_grant:>6.1f}"
+        f"{row.cpu_us_per_grant:>7.0f} {row.commands_per_grant:>6.1f} {row.most_holders:>4}"
     )
 
 
@@ -384,6 +418,20 @@ def targets(row: Result, nodes: int, workers: int, hold_ms: float, fair: bool) -
     return [f"{'PASS' if ok else 'MISS'} {what}" for what, ok in checks]
 
 
+def semaphore_targets(row: Result, peer: Result | None, nodes: int, permits: int) -> list[str]:
+    """Issue 18's targets beside redis-semaphore's Semaphore (1 node) or
+    RedlockSemaphore (more), measured in the same run."""
+    checks = [
+        (f"most holders {row.most_holders} <= {permits}", row.most_holders <= permits),
+        ("no worker starved", row.min_grants > 0),
+    ]
+    if peer is not None and peer.grants_per_s > 0:
+        want = 1.5 if nodes == 1 else 1.0
+        ratio = row.grants_per_s / peer.grants_per_s
+        checks.append((f"{ratio:.2f}x redis-semaphore (target {want:g}x)", ratio >= want))
+    return [f"{'PASS' if ok else 'MISS'} {what}" for what, ok in checks]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -391,23 +439,29 @@ def main() -> None:
     parser.add_argument("--holds", type=float, nargs="+", default=[0, 1], help="ms")
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--only", nargs="+", help="contender names (substrings)")
+    parser.add_argument("--permits", type=int, default=0, help="a semaphore of K permits")
     args = parser.parse_args()
+    global PERMITS
+    PERMITS = args.permits
+    os.environ["FENCELOCK_BENCH_PERMITS"] = str(args.permits)
 
     chosen = [
         c
         for c in CONTENDERS
-        if not args.only or any(o.lower() in c.name.lower() for o in args.only)
+        if c.semaphore == (args.permits > 0)
+        and (not args.only or any(o.lower() in c.name.lower() for o in args.only))
     ]
-    print(
-        f"one lock, W workers (processes), {args.seconds:g} s per row, {os.cpu_count()} cores"
-    )
+    what = f"one semaphore of {args.permits} permits" if args.permits else "one lock"
+    print(f"{what}, W workers (processes), {args.seconds:g} s per row, {os.cpu_count()} cores")
     for node_count in args.nodes:
         with RedisNodes(node_count) as nodes:
             for workers in args.workers:
                 for hold_ms in args.holds:
                     print(f"\n{node_count} node(s), W={workers}, hold {hold_ms:g} ms")
                     print(HEADER)
-                    for contender in chosen:
+                    results: dict[str, Result] = {}
+                    # The peer first, so our rows can be judged against it.
+                    for contender in sorted(chosen, key=lambda c: c.ours):
                         if node_count > 1 and not contender.quorum:
                             print(f"{contender.name:<22} (single-node only)")
                             continue
@@ -417,8 +471,14 @@ def main() -> None:
                         )
                         commands = commands_run(nodes.urls) - before
                         row = summarize(per_worker, cpu, end_at, args.seconds, commands)
+                        results[contender.name] = row
                         extra = ""
-                        if contender.ours and workers == 32 and hold_ms == 1:
+                        if contender.ours and contender.semaphore:
+                            peer = results.get("redis-semaphore Semaphore")
+                            extra = "  " + ", ".join(
+                                semaphore_targets(row, peer, node_count, args.permits)
+                            )
+                        elif contender.ours and workers == 32 and hold_ms == 1:
                             extra = "  " + ", ".join(
                                 targets(row, node_count, workers, hold_ms, contender.fair)
                             )

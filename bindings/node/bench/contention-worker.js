@@ -7,13 +7,15 @@
 // Loops acquire -> hold -> release on RESOURCE from START_AT to END_AT, then
 // prints one JSON line: { samples: [[asked, granted, released], ...], cpu }
 // (granted and released are null for a call still waiting at the end).
+// With FENCELOCK_BENCH_PERMITS=K the semaphore contenders take one of K permits.
 
 const { Client, LockTimeoutError } = require('..')
 const Redis = require('ioredis')
 const Redlock = require('redlock')
-const { Mutex, RedlockMutex } = require('redis-semaphore')
+const { Mutex, RedlockMutex, Semaphore, RedlockSemaphore } = require('redis-semaphore')
 
 const TTL_MS = 10000
+const PERMITS = Number(process.env.FENCELOCK_BENCH_PERMITS || 0)
 const now = () => Number(process.hrtime.bigint()) / 1e9
 const sleep = (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000))
 
@@ -25,6 +27,9 @@ const CONTENDERS = {
   'node-redlock 5 ms': (urls, resource) => redlock(urls, resource, { retryDelay: 5, retryJitter: 5 }),
   'redis-semaphore': (urls, resource) => semaphore(urls, resource, {}),
   'redis-semaphore 5 ms': (urls, resource) => semaphore(urls, resource, { retryInterval: 5 }),
+  'fencelock node semaphore': (urls, resource) => fencelockSemaphore(urls, resource),
+  'redis-semaphore Semaphore': (urls, resource) => semaphore(urls, resource, {}, PERMITS),
+  'redis-semaphore Semaphore 5 ms': (urls, resource) => semaphore(urls, resource, { retryInterval: 5 }, PERMITS),
 }
 
 function fencelock(urls, resource, fair) {
@@ -33,6 +38,19 @@ function fencelock(urls, resource, fair) {
     try {
       const lock = await client.acquire(resource, { ttl: TTL_MS, wait: Math.floor(timeout * 1000), fair })
       return () => lock.release()
+    } catch (error) {
+      if (error instanceof LockTimeoutError) return null
+      throw error
+    }
+  }
+}
+
+function fencelockSemaphore(urls, resource) {
+  const semaphore = new Client({ nodes: urls }).semaphore(resource, PERMITS)
+  return async (timeout) => {
+    try {
+      const permit = await semaphore.acquire({ ttl: TTL_MS, wait: Math.floor(timeout * 1000) })
+      return () => permit.release()
     } catch (error) {
       if (error instanceof LockTimeoutError) return null
       throw error
@@ -50,12 +68,20 @@ function redlock(urls, resource, retry) {
   }
 }
 
-function semaphore(urls, resource, retry) {
+/** redis-semaphore's Mutex / RedlockMutex, or with `permits` its Semaphore / RedlockSemaphore. */
+function semaphore(urls, resource, retry, permits = 0) {
   const clients = urls.map((url) => new Redis(url))
   return async (timeout) => {
     const options = { lockTimeout: TTL_MS, acquireTimeout: Math.max(1, timeout * 1000), refreshInterval: 0, ...retry }
+    const single = clients.length === 1
     const mutex =
-      clients.length === 1 ? new Mutex(clients[0], resource, options) : new RedlockMutex(clients, resource, options)
+      permits > 0
+        ? single
+          ? new Semaphore(clients[0], resource, permits, options)
+          : new RedlockSemaphore(clients, resource, permits, options)
+        : single
+          ? new Mutex(clients[0], resource, options)
+          : new RedlockMutex(clients, resource, options)
     if (!(await mutex.tryAcquire())) {
       try {
         await mutex.acquire()
