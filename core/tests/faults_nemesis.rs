@@ -18,40 +18,6 @@ use rand::{Rng, SeedableRng};
 
 const TTL: Duration = Duration::from_millis(1000);
 
-/// One nemesis step: heal, a random partition, or a node pause.
-fn disturb(
-    rng: &mut StdRng,
-    links: &[Vec<FaultProxy>],
-    nodes: &[RedisNode],
-    paused: &mut Option<(usize, Instant)>,
-) {
-    let choice = rng.random_range(0..10);
-    if choice < 3 {
-        links.iter().flatten().for_each(|p| p.set(Mode::Pass));
-        resume(nodes, paused);
-    } else if choice < 8 {
-        // Each (client, node) link on its own: partitions are often asymmetric.
-        for proxy in links.iter().flatten() {
-            proxy.set(match rng.random_range(0..10) {
-                0..7 => Mode::Pass,
-                7..9 => Mode::Blackhole,
-                _ => Mode::DropReplies,
-            });
-        }
-    } else if paused.is_none() {
-        let node = rng.random_range(0..nodes.len());
-        let pause_for = TTL.mul_f64(rng.random_range(0.1..1.5));
-        nodes[node].pause();
-        *paused = Some((node, Instant::now() + pause_for));
-    }
-}
-
-fn resume(nodes: &[RedisNode], paused: &mut Option<(usize, Instant)>) {
-    if let Some((node, _)) = paused.take() {
-        nodes[node].resume();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn t18_partition_nemesis_keeps_the_counter_exact_and_holders_apart() {
     let test = "t18_partition_nemesis_keeps_the_counter_exact_and_holders_apart";
@@ -75,7 +41,7 @@ async fn t18_partition_nemesis_keeps_the_counter_exact_and_holders_apart() {
         if paused.is_some_and(|(_, until)| Instant::now() >= until) {
             resume(&nodes, &mut paused);
         }
-        disturb(&mut rng, &links, &nodes, &mut paused);
+        disturb(&mut rng, &links, &nodes, &mut paused, TTL);
         steps += 1;
         tokio::time::sleep(ms(rng.random_range(200..=800))).await;
     }

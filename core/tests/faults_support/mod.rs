@@ -177,3 +177,42 @@ pub fn counter_workers(
     }
     workers
 }
+
+/// One nemesis step (T18 and its semaphore and read-write variants): heal,
+/// a random partition of the (client, node) links, or a pause of one node
+/// for 0.1 to 1.5 × `ttl`.
+pub fn disturb(
+    rng: &mut rand::rngs::StdRng,
+    links: &[Vec<FaultProxy>],
+    nodes: &[RedisNode],
+    paused: &mut Option<(usize, Instant)>,
+    ttl: Duration,
+) {
+    use rand::Rng;
+    let choice = rng.random_range(0..10);
+    if choice < 3 {
+        links.iter().flatten().for_each(|p| p.set(Mode::Pass));
+        resume(nodes, paused);
+    } else if choice < 8 {
+        // Each (client, node) link on its own: partitions are often asymmetric.
+        for proxy in links.iter().flatten() {
+            proxy.set(match rng.random_range(0..10) {
+                0..7 => Mode::Pass,
+                7..9 => Mode::Blackhole,
+                _ => Mode::DropReplies,
+            });
+        }
+    } else if paused.is_none() {
+        let node = rng.random_range(0..nodes.len());
+        let pause_for = ttl.mul_f64(rng.random_range(0.1..1.5));
+        nodes[node].pause();
+        *paused = Some((node, Instant::now() + pause_for));
+    }
+}
+
+/// Resumes the node a nemesis step paused, if any.
+pub fn resume(nodes: &[RedisNode], paused: &mut Option<(usize, Instant)>) {
+    if let Some((node, _)) = paused.take() {
+        nodes[node].resume();
+    }
+}

@@ -1,0 +1,145 @@
+//! The partition nemesis of T18 (faults_nemesis.rs) against a semaphore and
+//! a read-write lock on five nodes: links blackholed or dropping replies at
+//! random, nodes paused. Within each grant's reported validity there are
+//! never more holders than permits, and never a writer beside anyone;
+//! with everything healed, a client gets in again. Seeded, 8 s each in CI
+//! (`FENCELOCK_LONG=1`: 60 s); replay with the seed printed.
+
+mod faults_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use faults_support::*;
+use fencelock::{Client, Lock, LockOptions};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const TTL: Duration = Duration::from_millis(1000);
+
+/// What a worker takes each round.
+#[derive(Clone, Copy)]
+enum Kind {
+    Permit(u32),
+    ReadOrWrite,
+}
+
+async fn take(
+    client: &Client,
+    kind: Kind,
+    name: &str,
+    rng: &mut StdRng,
+) -> (String, fencelock::Result<Lock>) {
+    let options = LockOptions::new(TTL).wait(TTL * 2);
+    match kind {
+        Kind::Permit(permits) => (
+            "holder".to_owned(),
+            client.semaphore(name, permits).unwrap().acquire(options).await,
+        ),
+        Kind::ReadOrWrite if rng.random_bool(0.3) => (
+            "writer".to_owned(),
+            client.rw_lock(name).unwrap().write(options).await,
+        ),
+        Kind::ReadOrWrite => (
+            "reader".to_owned(),
+            client.rw_lock(name).unwrap().read(options).await,
+        ),
+    }
+}
+
+/// Runs the nemesis while 4 clients (each behind its own proxies) take
+/// `kind` on `name` and hold it a few milliseconds; returns the history.
+async fn under_nemesis(test: &str, kind: Kind, name: &str) -> (History, Vec<Client>) {
+    let mut rng = StdRng::seed_from_u64(seed(test));
+    let run_for = Duration::from_secs(scale(test, 8, 60) as u64);
+    let nodes = RedisNode::start_many(5, &NodeOptions::default());
+    let links: Vec<Vec<FaultProxy>> = (0..4).map(|_| proxies_for(&nodes)).collect();
+    let mut clients = Vec::new();
+    for proxies in &links {
+        clients.push(proxied_client(proxies).await);
+    }
+    let history = History::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for (w, client) in clients.iter().enumerate() {
+        let (client, history, stop, name) = (client.clone(), history.clone(), stop.clone(), name.to_owned());
+        let mut rng = StdRng::seed_from_u64(rng.random());
+        workers.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let requested = Instant::now();
+                let (role, taken) = take(&client, kind, &name, &mut rng).await;
+                let Ok(lock) = taken else { continue };
+                let id = history.record(Grant::new(
+                    format!("{role} {w}"),
+                    name.clone(),
+                    requested,
+                    Instant::now(),
+                    lock.remaining(),
+                    TTL,
+                    lock.fencing_token(),
+                ));
+                tokio::time::sleep(ms(rng.random_range(0..20))).await;
+                history.released(id, Instant::now());
+                let _ = lock.release().await;
+            }
+        }));
+    }
+    let (started, mut paused, mut steps) = (Instant::now(), None, 0);
+    while started.elapsed() < run_for {
+        if paused.is_some_and(|(_, until)| Instant::now() >= until) {
+            resume(&nodes, &mut paused);
+        }
+        disturb(&mut rng, &links, &nodes, &mut paused, TTL);
+        steps += 1;
+        tokio::time::sleep(ms(rng.random_range(200..=800))).await;
+    }
+    links.iter().flatten().for_each(|p| p.set(Mode::Pass));
+    resume(&nodes, &mut paused);
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    // Liveness: with everything healed, a client gets in within 2 × ttl.
+    let healed = take(&clients[0], kind, name, &mut rng).await.1;
+    assert!(
+        healed.is_ok(),
+        "nothing granted within 2 x ttl of the heal: {:?}",
+        healed.err()
+    );
+    eprintln!("{test}: {steps} nemesis steps, {} grants", history.len());
+    assert!(
+        history.len() >= 10,
+        "only {} grants in {run_for:?}",
+        history.len()
+    );
+    (history, clients)
+}
+
+fn validity_violations(history: &History) -> Vec<Violation> {
+    let mut all = history.check(&CheckOptions::default());
+    all.retain(|v| matches!(v, Violation::Validity { .. }));
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_under_the_partition_nemesis_never_exceeds_its_permits() {
+    let test = "a_semaphore_under_the_partition_nemesis_never_exceeds_its_permits";
+    let (history, _clients) = under_nemesis(test, Kind::Permit(2), "nemesis-sem").await;
+    let mut violations = history.capacity_violations(2);
+    violations.extend(validity_violations(&history));
+    assert_no_violations(&violations);
+    eprintln!(
+        "{test}: at most {} holders at once",
+        history.max_concurrent("nemesis-sem")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_write_lock_under_the_partition_nemesis_keeps_writers_alone() {
+    let test = "a_read_write_lock_under_the_partition_nemesis_keeps_writers_alone";
+    let (history, _clients) = under_nemesis(test, Kind::ReadOrWrite, "nemesis-rw").await;
+    let mut violations = history.read_write_violations(|g| g.client.starts_with("writer"));
+    violations.extend(validity_violations(&history));
+    assert_no_violations(&violations);
+}
