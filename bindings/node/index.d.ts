@@ -168,6 +168,14 @@ export declare class Client implements AsyncDisposable {
    */
   semaphore(name: string, permits: number): Semaphore
   /**
+   * The read-write lock `name`: any number of readers at once, or one writer,
+   * each holding a `Lock` of its own. No I/O. Throws at once for a bad name
+   * (`TypeError`/`RangeError`; `InvalidArgumentError` for a name only the
+   * core refuses, such as one starting with `}`). A read-write lock, a
+   * semaphore and a lock of the same name are unrelated.
+   */
+  rwLock(name: string): RwLock
+  /**
    * Refuses new operations from now on (they reject with `ClosedError`) and
    * ends every open observation; held locks and leaderships can still be
    * released. Nothing the client made keeps the process alive afterwards.
@@ -188,7 +196,7 @@ export declare class Lock implements AsyncDisposable {
   readonly fencingToken: bigint
   /** What a fenced write of this holder carries: the token and this grant's holder id. */
   readonly fence: Fence
-  /** The resource this lock protects (the semaphore's name for one of its permits). */
+  /** The resource this lock protects (the semaphore's or read-write lock's name for one of their grants). */
   readonly resource: string
   /** Which permit (0 to `permits - 1`) this lock holds when it is a semaphore's permit; `null` for a plain lock. */
   readonly permit: number | null
@@ -256,6 +264,40 @@ export declare class Semaphore {
   tryAcquire(options?: TryAcquireOptions): Promise<Lock | null>
   /** How many permits are held now (on a majority of the nodes); for monitoring, it may be out of date on arrival. */
   holders(): Promise<number>
+}
+
+/**
+ * A read-write lock (`Client#rwLock`): any number of readers at once, or one
+ * writer. Each reader and each writer holds a `Lock` of its own (renewed
+ * while held, its `signal` aborted when it is lost, with a fencing token;
+ * `resource` is the read-write lock's name); release it, or `await using`
+ * it, and the next waiters are woken at once. A writer's fencing token is
+ * larger than that of every reader and writer granted before it; once a
+ * writer waits, readers that ask later wait behind it. The options,
+ * `AbortSignal` and errors of the acquires and tries are those of
+ * `Client#acquire` and `Client#tryAcquire`.
+ */
+export declare class RwLock {
+  private constructor()
+  /** The read-write lock's name. */
+  readonly name: string
+  /**
+   * Takes the lock for reading, beside other readers, waiting (woken when a
+   * writer releases) while a writer holds it or waits ahead, up to `wait` ms.
+   * Rejects with `LockTimeoutError` when the wait ran out (`NotAcquiredError`
+   * when `wait` is 0), `UnavailableError` when a majority of nodes cannot be
+   * reached.
+   */
+  acquireRead(options?: AcquireOptions): Promise<Lock>
+  /**
+   * Takes the lock for writing, alone, waiting (woken when the holders
+   * release) up to `wait` ms. Rejects as `acquireRead`.
+   */
+  acquireWrite(options?: AcquireOptions): Promise<Lock>
+  /** One attempt to read: a reader's lock, or `null` when a writer holds the lock or waits for it. */
+  tryRead(options?: TryAcquireOptions): Promise<Lock | null>
+  /** One attempt to write: the writer's lock, or `null` when anyone else holds the lock. */
+  tryWrite(options?: TryAcquireOptions): Promise<Lock | null>
 }
 
 /**

@@ -9,10 +9,11 @@
  * The API itself is in `lib/`:
  *
  * - `lib/client.js`: `Client` (acquire, tryAcquire, using, campaign, observe,
- *   semaphore, fenced writes, close).
+ *   semaphore, rwLock, fenced writes, close).
  * - `lib/lock.js`: `Lock` (its lazy `AbortSignal`, `Symbol.asyncDispose`), and
  *   `cancellable`, a wait under an `AbortSignal`.
  * - `lib/semaphore.js`: `Semaphore`, whose permits are `Lock`s.
+ * - `lib/rw-lock.js`: `RwLock`, whose readers' and writers' grants are `Lock`s.
  * - `lib/leadership.js`: `Leadership`, the `Lock` a won campaign holds.
  * - `lib/observation.js`: `Observation`, the async iterable of an election's leaders.
  * - `lib/fence.js`: `Fence`, what a fenced write carries.
@@ -37,6 +38,7 @@ const { Lock } = require('./lib/lock.js')
 const { Leadership } = require('./lib/leadership.js')
 const { Observation } = require('./lib/observation.js')
 const { Semaphore } = require('./lib/semaphore.js')
+const { RwLock } = require('./lib/rw-lock.js')
 const { Client } = require('./lib/client.js')
 
 native.init(makeError, reportError, keepPolling)
@@ -61,6 +63,7 @@ module.exports = {
   Leadership,
   Observation,
   Semaphore,
+  RwLock,
   Fence,
   // Each class of lib/errors.js (a spread of require() is a form Node's ES
   // module loader reads, so index.mjs re-exports every class by name).

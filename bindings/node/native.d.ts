@@ -63,6 +63,11 @@ export declare class NativeClient {
    */
   semaphore(name: string, permits: number): NativeSemaphore
   /**
+   * The read-write lock `name`, checked by `lib/args.js` first. No I/O.
+   * Throws the core's `InvalidArgumentError` for a name it refuses.
+   */
+  rwLock(name: string): NativeRwLock
+  /**
    * Writes `value` to the hash `key` on the first node, only if the fence
    * (`fencingToken`, `holder`) is newer than the last write's: a larger
    * token, or the same token from the same grant (holder 0: a bare token);
@@ -97,6 +102,38 @@ export declare class NativeObservation {
    * resolves `null`. Idempotent.
    */
   close(): void
+}
+
+/**
+ * The native read-write lock behind `RwLock` in `lib/rw-lock.js` (made by
+ * `NativeClient#rwLock`).
+ */
+export declare class NativeRwLock {
+  /**
+   * Takes the lock for reading, beside other readers, waiting (woken when
+   * a writer releases) while a writer holds it or waits ahead, up to
+   * `options.waitMs`; rejects with `LockTimeoutError` then (or
+   * `NotAcquiredError` when it is 0). Resolves with the reader's lock
+   * handle. `canceller` stops the wait as for `NativeClient#acquire`.
+   */
+  acquireRead(options: LockOptions, canceller?: Canceller | undefined | null): Promise<unknown>
+  /**
+   * Takes the lock for writing, alone, waiting (woken when the holders
+   * release) up to `options.waitMs`; rejects as `acquireRead`. Resolves
+   * with the writer's lock handle. `canceller` stops the wait as for
+   * `NativeClient#acquire`.
+   */
+  acquireWrite(options: LockOptions, canceller?: Canceller | undefined | null): Promise<unknown>
+  /**
+   * One attempt to read (`options.waitMs` plays no part): resolves
+   * `null` when a writer holds the lock or waits for it.
+   */
+  tryRead(options: LockOptions): Promise<unknown | null>
+  /**
+   * One attempt to write (`options.waitMs` plays no part): resolves
+   * `null` when anyone else holds the lock.
+   */
+  tryWrite(options: LockOptions): Promise<unknown | null>
 }
 
 /**

@@ -838,6 +838,7 @@ module.exports = nativeBinding
 module.exports.Canceller = nativeBinding.Canceller
 module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.NativeObservation = nativeBinding.NativeObservation
+module.exports.NativeRwLock = nativeBinding.NativeRwLock
 module.exports.NativeSemaphore = nativeBinding.NativeSemaphore
 module.exports.init = nativeBinding.init
 module.exports.limits = nativeBinding.limits

@@ -158,6 +158,11 @@ function semaphoreNameArg(name) {
   return text('name', name, { maxBytes: LIMITS.maxResourceLen })
 }
 
+/** The name of a read-write lock: checked as a resource is, and named `name` in errors. */
+function rwLockNameArg(name) {
+  return text('name', name, { maxBytes: LIMITS.maxResourceLen })
+}
+
 /** The number of permits of a semaphore: a whole number from 1 to `MAX_PERMITS`. */
 function permitsArg(value) {
   if (typeof value !== 'number' || Number.isNaN(value)) {
@@ -273,6 +278,7 @@ module.exports = {
   electionArg,
   semaphoreNameArg,
   permitsArg,
+  rwLockNameArg,
   clientArgs,
   tokenArg,
 }

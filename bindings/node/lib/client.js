@@ -14,6 +14,7 @@ const {
   electionArg,
   semaphoreNameArg,
   permitsArg,
+  rwLockNameArg,
   clientArgs,
 } = require('./args.js')
 const { fenceArg } = require('./fence.js')
@@ -21,6 +22,7 @@ const { toLock, asyncDispose, cancellable } = require('./lock.js')
 const { Leadership } = require('./leadership.js')
 const { Observation } = require('./observation.js')
 const { Semaphore } = require('./semaphore.js')
+const { RwLock } = require('./rw-lock.js')
 
 /**
  * A client of one Redis node (single-node lock) or of N independent masters
@@ -128,6 +130,17 @@ class Client {
     semaphoreNameArg(name)
     permitsArg(permits)
     return new Semaphore(this.#native.semaphore(name, permits), name, permits)
+  }
+
+  /**
+   * The read-write lock `name`: any number of readers at once, or one
+   * writer, each holding a `Lock`. No I/O. Throws at once for a bad name
+   * (`TypeError`/`RangeError`, or `InvalidArgumentError` for a name only the
+   * core refuses).
+   */
+  rwLock(name) {
+    rwLockNameArg(name)
+    return new RwLock(this.#native.rwLock(name), name)
   }
 
   /**

@@ -44,7 +44,7 @@ class Lock {
     return (this.#fence ??= new Fence(this.fencingToken, native.lockHolder(this.#handle)))
   }
 
-  /** The resource this lock protects (a semaphore's name for one of its permits). */
+  /** The resource this lock protects (a semaphore's or read-write lock's name for one of their grants). */
   get resource() {
     return native.lockResource(this.#handle)
   }

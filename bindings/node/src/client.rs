@@ -13,6 +13,7 @@ use crate::bridge;
 use crate::errors;
 use crate::lock::{self, Canceller, LockHandle};
 use crate::observe::NativeObservation;
+use crate::rw_lock::NativeRwLock;
 use crate::semaphore::NativeSemaphore;
 use crate::values::{null, undefined};
 
@@ -214,6 +215,17 @@ impl NativeClient {
             .semaphore(&name, permits)
             .map_err(|err| errors::throw(&env, &err))?;
         Ok(NativeSemaphore::new(semaphore))
+    }
+
+    /// The read-write lock `name`, checked by `lib/args.js` first. No I/O.
+    /// Throws the core's `InvalidArgumentError` for a name it refuses.
+    #[napi]
+    pub fn rw_lock(&self, env: Env, name: String) -> napi::Result<NativeRwLock> {
+        let rw = self
+            .client
+            .rw_lock(&name)
+            .map_err(|err| errors::throw(&env, &err))?;
+        Ok(NativeRwLock::new(rw))
     }
 
     /// Writes `value` to the hash `key` on the first node, only if the fence

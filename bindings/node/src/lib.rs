@@ -13,6 +13,7 @@ mod client;
 mod errors;
 mod lock;
 mod observe;
+mod rw_lock;
 mod semaphore;
 mod values;
 
@@ -26,6 +27,7 @@ pub use lock::{
     lock_release, lock_remaining_ms, lock_renewals, lock_resource, lock_status, lock_watch_lost,
 };
 pub use observe::{Leader, NativeObservation};
+pub use rw_lock::NativeRwLock;
 pub use semaphore::NativeSemaphore;
 
 /// Installs the JavaScript hooks: `makeError(kind, message, resource, nodes)`
