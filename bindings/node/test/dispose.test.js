@@ -12,7 +12,7 @@ const { RedisNodes, unique } = require('./helpers.js')
 const PACKAGE = path.resolve(__dirname, '..')
 const TS = path.join(__dirname, 'ts')
 
-test('TypeScript `await using` releases the lock (and resigns a leadership, releases a permit) at block exit', async () => {
+test('TypeScript `await using` releases the lock (and resigns a leadership, releases a permit, a reader and a writer) at block exit', async () => {
   const tsc = require.resolve('typescript/bin/tsc', { paths: [PACKAGE] })
   execFileSync(process.execPath, [tsc, '-p', path.join(TS, 'tsconfig.json')], { stdio: 'inherit' })
   const nodes = await RedisNodes.start(1)
@@ -36,6 +36,8 @@ test('TypeScript `await using` releases the lock (and resigns a leadership, rele
     assert.equal(result.election.free, true, 'the election was free after the block')
     // `await using` a semaphore's permit.
     assert.deepEqual(result.semaphore, { permit: 0, busy: true, free: 0 })
+    // `await using` a read-write lock's readers and writer.
+    assert.deepEqual(result.rwLock, { shared: true, excluded: true, writerAfter: true, free: true })
     assert.equal(await nodes.call(0, 'EXISTS', `fencelock:{${resource}}`), '0')
   } finally {
     await nodes.stop()

@@ -9,6 +9,7 @@ import {
   type CampaignOptions,
   type Leader,
   type Leadership,
+  type RwLock,
   type Semaphore,
 } from 'fencelock'
 
@@ -25,6 +26,33 @@ async function permits(client: Client, name: string): Promise<{ permit: number |
   // The block exited: the permit was released by Symbol.asyncDispose.
   const free: number = await sem.holders()
   return { permit, busy, free }
+}
+
+/** `await using` a reader and a writer of a read-write lock: Locks, released at block exit. */
+async function readWrite(
+  client: Client,
+  name: string,
+): Promise<{ shared: boolean; excluded: boolean; writerAfter: boolean; free: boolean }> {
+  const rw: RwLock = client.rwLock(name)
+  let shared: boolean
+  let readerToken: bigint
+  {
+    await using reader: Lock = await rw.acquireRead({ ttl: 5000, wait: 1000 })
+    await using other = await rw.tryRead({ ttl: 5000 })
+    readerToken = reader.fencingToken
+    shared = other !== null && (await rw.tryWrite({ ttl: 5000 })) === null && rw.name === name
+  }
+  // The block exited: both readers were released by Symbol.asyncDispose.
+  let excluded: boolean
+  let writerAfter: boolean
+  {
+    await using writer = await rw.acquireWrite({ ttl: 5000, wait: 0 })
+    excluded = (await rw.tryRead({ ttl: 5000 })) === null
+    writerAfter = writer.fencingToken > readerToken
+  }
+  const free = await rw.tryWrite({ ttl: 5000 })
+  await free?.release()
+  return { shared, excluded, writerAfter, free: free !== null }
 }
 
 /** `await using` a leadership, and `for await` over the election's observers. */
@@ -71,6 +99,7 @@ async function main(): Promise<void> {
   })
   const election = await elect(client, `${resource}:election`)
   const semaphore = await permits(client, `${resource}:semaphore`)
+  const rwLock = await readWrite(client, `${resource}:rw`)
   const error = await client.acquire(resource, { wait: 0 }).then(
     (lock) => lock.release().then(() => null),
     (e: unknown) => (e instanceof NotAcquiredError ? e.code : String(e)),
@@ -85,6 +114,7 @@ async function main(): Promise<void> {
       error,
       election,
       semaphore,
+      rwLock,
     }),
   )
 }

@@ -6,6 +6,7 @@ import type {
   Client,
   ClientOptions,
   FencedValue,
+  Lock,
   NodeLockState,
   ObserveOptions,
   MAX_PERMITS,
@@ -82,4 +83,21 @@ export async function permitOptions(client: Client, size: typeof MAX_PERMITS): P
   // @ts-expect-error: permits is a number
   client.semaphore('pool', '4')
   return held > 0 ? lock.permit : (maybe?.permit ?? null)
+}
+
+// A read-write lock's readers and writers take the acquire options; each grant is a Lock.
+export async function rwOptions(client: Client): Promise<bigint> {
+  const rw = client.rwLock('config')
+  const name: string = rw.name
+  const reader = await rw.acquireRead({ ...everyAcquireOption, signal: AbortSignal.timeout(1000) })
+  const writer = await rw.acquireWrite({ ttl: 1000, wait: 0, fair: true })
+  const maybeReader: Lock | null = await rw.tryRead({ ttl: 1000 })
+  const maybeWriter: Lock | null = await rw.tryWrite({ ttl: 1000, autoRenew: false })
+  // @ts-expect-error: a try takes no wait
+  await rw.tryRead({ wait: 10 })
+  // @ts-expect-error: nor a signal
+  await rw.tryWrite({ signal: AbortSignal.timeout(1000) })
+  // @ts-expect-error: a read-write lock has no permits
+  client.rwLock('config', 2)
+  return name.length > 0 ? reader.fencingToken : (maybeReader ?? maybeWriter ?? writer).fencingToken
 }
