@@ -9,7 +9,12 @@ languages. Then one election, every language: the same workers campaign
 instead (FENCELOCK_INTEROP_ELECT=1), each leader announcing its language, and
 the same checks hold for their leaderships (epochs are fencing tokens); an
 observer from the Python front must learn leaders only as they were elected,
-in rising epochs. Run by tests/interop/run.sh, which builds every worker first:
+in rising epochs. Then one semaphore of 2 permits (FENCELOCK_INTEROP_TAKE=permits:2):
+never more than 2 sections at once, each permit's tokens rising; and one
+read-write lock (FENCELOCK_INTEROP_TAKE=rw, every worker reading and writing in
+turn): no write beside anything, the counter exact for the writes, and a
+writer's token above every earlier section's and below every later one's.
+Run by tests/interop/run.sh, which builds every worker first:
 
     python3 tests/interop/interop.py --nodes 5 --iterations 6
 """
@@ -62,13 +67,17 @@ class Section(NamedTuple):
     token: int
     start: int
     end: int
+    extra: str = ""  # a permit's number, or `r` / `w` for a read or write grant
 
 
 def workers(
-    nodes: str, resource: str, iterations: int, counter: Path, log: Path, elect: bool = False
+    nodes: str, resource: str, iterations: int, counter: Path, log: Path, take: str = "lock"
 ) -> Dict[str, List[str]]:
-    """The command of each language's worker; all share one contract (with
-    `elect`, the environment's FENCELOCK_INTEROP_ELECT=1 tells the others)."""
+    """The command of each language's worker; all share one contract (what
+    they take, `take`, reaches the others through FENCELOCK_INTEROP_TAKE)."""
+    independent = {"elect": ["--elect"], "rw": ["--rw"]}.get(take, [])
+    if take.startswith("permits:"):
+        independent = ["--permits", take.split(":")[1]]
     args = [nodes, resource, str(iterations), str(counter), str(log)]
     python = os.environ.get("FENCELOCK_PYTHON", sys.executable)
     return {
@@ -92,7 +101,7 @@ def workers(
             str(counter),
             "--log-file",
             str(log),
-            *(["--elect"] if elect else []),
+            *independent,
         ],
     }
 
@@ -152,8 +161,8 @@ def start_nodes(count: int) -> "tuple[subprocess.Popen[str], List[str]]":
 def read_log(log: Path) -> List[Section]:
     sections = []
     for line in log.read_text(encoding="utf-8").splitlines():
-        language, token, start, end = line.split()
-        sections.append(Section(language, int(token), int(start), int(end)))
+        language, token, start, end, *extra = line.split()
+        sections.append(Section(language, int(token), int(start), int(end), " ".join(extra)))
     return sorted(sections, key=lambda s: s.start)
 
 
@@ -172,6 +181,64 @@ def check(sections: List[Section], counter: int, expected: int, languages: List[
     missing = set(languages) - {s.language for s in sections}
     if missing:
         problems.append(f"no critical section from {sorted(missing)}")
+    return problems
+
+
+def most_at_once(sections: List[Section]) -> int:
+    """The most sections under way at one instant (an end before a start at the same instant)."""
+    edges = sorted(e for s in sections for e in ((s.start, 1), (s.end, -1)))
+    inside, most = 0, 0
+    for _, step in edges:
+        inside += step
+        most = max(most, inside)
+    return most
+
+
+def check_permits(sections: List[Section], counter: int, permits: int, expected: int, languages: List[str]) -> List[str]:
+    """A semaphore's sections: never more than `permits` at once, each
+    permit's tokens rising in grant order, the counter untouched."""
+    problems = []
+    if len(sections) != expected:
+        problems.append(f"{len(sections)} sections logged, expected {expected}")
+    if counter != 0:
+        problems.append(f"a permit holder wrote the counter ({counter})")
+    most = most_at_once(sections)
+    if most > permits:
+        problems.append(f"{most} sections at once with {permits} permits")
+    for permit in sorted({s.extra for s in sections}):
+        same = [s for s in sections if s.extra == permit]
+        for before, after in zip(same, same[1:]):
+            if after.token <= before.token:
+                problems.append(f"permit {permit}: token not increasing: {before} then {after}")
+    missing = set(languages) - {s.language for s in sections}
+    if missing:
+        problems.append(f"no section from {sorted(missing)}")
+    return problems
+
+
+def check_read_write(sections: List[Section], counter: int, expected: int, languages: List[str]) -> List[str]:
+    """A read-write lock's sections: no write beside any other section, the
+    counter exact for the writes, and a write's token above every section's
+    before it and below every section's after it."""
+    problems = []
+    writes = [s for s in sections if s.extra == "w"]
+    if len(sections) != expected:
+        problems.append(f"{len(sections)} sections logged, expected {expected}")
+    if counter != len(writes):
+        problems.append(f"counter is {counter}, expected {len(writes)} (one per write): an update was lost")
+    for write in writes:
+        for other in sections:
+            if other is write:
+                continue
+            if other.start < write.end and write.start < other.end:
+                problems.append(f"a write beside another section: {write} and {other}")
+            elif other.end <= write.start and other.token >= write.token:
+                problems.append(f"a write's token not above an earlier section's: {other} then {write}")
+            elif write.end <= other.start and other.token <= write.token:
+                problems.append(f"a write's token not below a later section's: {write} then {other}")
+    missing = set(languages) - {s.language for s in sections if s.extra == "w"}
+    if missing:
+        problems.append(f"no write from {sorted(missing)}")
     return problems
 
 
@@ -241,6 +308,13 @@ def checker_catches_violations() -> bool:
         and any("no worker logged" in p for p in check_observed([("c", 1), ("c", 2)], good))
         and any("not rising" in p for p in check_observed([("node", 2), ("c", 1)], good))
         and any("no leader" in p for p in check_observed([], good))
+        and not check_permits([Section("c", 1, 0, 10, "0"), Section("node", 5, 5, 20, "1")], 0, 2, 2, ["c", "node"])
+        and any("at once" in p for p in check_permits(good + [Section("rust", 3, 5, 12, "0")], 0, 1, 3, ["c"]))
+        and any("permit 0" in p for p in check_permits([Section("c", 2, 0, 10, "0"), Section("c", 1, 11, 20, "0")], 0, 2, 2, ["c"]))
+        and not check_read_write([Section("c", 1, 0, 10, "r"), Section("node", 2, 5, 9, "r"), Section("c", 3, 11, 20, "w")], 1, 3, ["c"])
+        and any("beside" in p for p in check_read_write([Section("c", 1, 0, 10, "r"), Section("c", 3, 5, 20, "w")], 1, 2, ["c"]))
+        and any("not above" in p for p in check_read_write([Section("c", 4, 0, 10, "r"), Section("c", 3, 11, 20, "w")], 1, 2, ["c"]))
+        and any("lost" in p for p in check_read_write([Section("c", 3, 11, 20, "w")], 0, 1, ["c"]))
     )
 
 
@@ -371,18 +445,19 @@ def wait_for(client: "object", resource: str) -> float:
     return granted
 
 
-def run(node_count: int, iterations: int, languages: List[str], elect: bool = False) -> bool:
+def run(node_count: int, iterations: int, languages: List[str], take: str = "lock") -> bool:
     harness, urls = start_nodes(node_count)
     observer = None
+    elect = take == "elect"
     try:
         with tempfile.TemporaryDirectory(prefix="fencelock-interop-") as tmp:
             counter, log = Path(tmp) / "counter", Path(tmp) / "log"
             counter.write_text("0\n", encoding="utf-8")
             log.touch()
-            resource = f"interop-{'election-' if elect else ''}{node_count}-{os.getpid()}"
-            every = workers(",".join(urls), resource, iterations, counter, log, elect)
+            resource = f"interop-{take.replace(':', '-')}-{node_count}-{os.getpid()}"
+            every = workers(",".join(urls), resource, iterations, counter, log, take)
             commands = {name: every[name] for name in languages}
-            env = {**os.environ, "FENCELOCK_INTEROP_ELECT": "1" if elect else "0"}
+            env = {**os.environ, "FENCELOCK_INTEROP_ELECT": "1" if elect else "0", "FENCELOCK_INTEROP_TAKE": take}
             if elect:
                 observer = Observer(urls, resource)
                 observer.start()
@@ -397,7 +472,13 @@ def run(node_count: int, iterations: int, languages: List[str], elect: bool = Fa
                     failed.append(f"{name} worker exited {process.returncode}: {stderr.strip()}")
             sections = read_log(log)
             expected = iterations * len(commands)
-            problems = failed + check(sections, int(counter.read_text().strip()), expected, list(commands))
+            written = int(counter.read_text().strip())
+            if take.startswith("permits:"):
+                problems = failed + check_permits(sections, written, int(take.split(":")[1]), expected, list(commands))
+            elif take == "rw":
+                problems = failed + check_read_write(sections, written, expected, list(commands))
+            else:
+                problems = failed + check(sections, written, expected, list(commands))
             if observer is not None:
                 observed = observer.stop()
                 problems += check_observed(observed, sections)
@@ -406,16 +487,23 @@ def run(node_count: int, iterations: int, languages: List[str], elect: bool = Fa
         harness.stdin.close()
         harness.wait(timeout=30)
     per_language = Counter(s.language for s in sections)
+    what = {"elect": ", one election", "rw": ", one read-write lock"}.get(take, "")
+    if take.startswith("permits:"):
+        what = f", one semaphore of {take.split(':')[1]} permits"
     print(
-        f"{node_count} node(s){', one election' if elect else ''}: {len(sections)} "
+        f"{node_count} node(s){what}: {len(sections)} "
         + ("leaderships" if elect else "critical sections")
         + " from "
         + ", ".join(f"{lang} {n}" for lang, n in sorted(per_language.items()))
     )
+    if take.startswith("permits:") or take == "rw":
+        readers = [s for s in sections if s.extra == "r"]
+        shared = sum(1 for a in readers for b in readers if a is not b and a.start < b.end and b.start < a.end) // 2
+        print(f"  at most {most_at_once(sections)} at once" + (f"; {shared} pairs of reads overlapped" if take == "rw" else ""))
     if observer is not None:
         learned = " → ".join(f"{value}:{epoch}" for value, epoch in observed[:8])
         print(f"  the Python observer learned of {len(observed)} of them by push, epochs rising: {learned}")
-    if sections:
+    if sections and take in ("lock", "elect"):
         print(f"  fencing tokens {sections[0].token} … {sections[-1].token}, strictly increasing in grant order")
         print("  first grants: " + " → ".join(f"{s.language}:{s.token}" for s in sections[:8]))
     for problem in problems:
@@ -454,7 +542,9 @@ def main() -> int:
             print(f"  FAIL {problem}")
         results.append(not problems)
     results += [run(count, options.iterations, languages) for count in options.nodes or [5, 1]]
-    results.append(run(3, max(2, options.iterations // 2), languages, elect=True))
+    results.append(run(3, max(2, options.iterations // 2), languages, take="elect"))
+    results.append(run(3, max(2, options.iterations // 2), languages, take="permits:2"))
+    results.append(run(3, max(4, options.iterations // 2), languages, take="rw"))
     print("interop:", "PASS" if all(results) else "FAIL")
     return 0 if all(results) else 1
 

@@ -455,6 +455,7 @@ class ProtocolLock:
 
     def __init__(self, client, resource, token, fencing_token, ttl_ms, bases, key, release):
         self._c, self.resource, self._token, self._key, self._release = client, resource, token, key, release
+        self.permit = int(key.rsplit(":", 1)[1]) if ":sem:" in key else None  # §2.1: P{S}:sem:<i>
         self.fencing_token, self.ttl_ms = fencing_token, ttl_ms
         self.holder = secrets.randbelow(2**63 - 1) + 1  # §3.5: 1 to 2^63 - 1, per grant
         # §4.5, per node: (sent, ttl_ms) of the last confirmed request or None, and the shortest
@@ -751,13 +752,14 @@ class ProtocolClient:
 def _worker(a):
     client = ProtocolClient(a.nodes.split(","), key_prefix=a.prefix)
     take = client.campaign if a.elect else client.acquire
-    if a.permits:
-        def take(name, ttl_ms, wait_ms):
-            return client.semaphore_acquire(name, a.permits, ttl_ms, wait_ms)
-    elif a.read or a.write:
-        take = client.read if a.read else client.write
     try:
-        for _ in range(a.iterations):
+        for i in range(a.iterations):
+            writes, extra = True, ""
+            if a.permits:
+                writes, take = False, lambda name, ttl, wait: client.semaphore_acquire(name, a.permits, ttl, wait)
+            elif a.rw:  # reads on even iterations, writes on odd ones, as the other workers
+                writes, extra = i % 2 == 1, " w" if i % 2 == 1 else " r"
+                take = client.write if writes else client.read
             lock = take(a.resource, a.ttl_ms, a.wait_ms)
             if lock is None:
                 raise ProtocolError("timeout", f"could not acquire {a.resource!r}")
@@ -768,11 +770,14 @@ def _worker(a):
             except FileNotFoundError:
                 value = 0
             time.sleep(0.005)
-            with open(a.counter_file, "w") as f:
-                f.write(f"{value + 1}\n")
+            if writes:
+                with open(a.counter_file, "w") as f:
+                    f.write(f"{value + 1}\n")
             end = time.time_ns()
+            if lock.permit is not None:
+                extra = f" {lock.permit}"
             with open(a.log_file, "a") as f:
-                f.write(f"redis-py {lock.fencing_token} {start} {end}\n")
+                f.write(f"redis-py {lock.fencing_token} {start} {end}{extra}\n")
             if not lock.release():
                 raise ProtocolError("not_held", "release did not reach a quorum")
     finally:
@@ -790,8 +795,7 @@ if __name__ == "__main__":
     w.add_argument("--wait-ms", type=int, default=60000)
     w.add_argument("--elect", action="store_true", help="campaign (§4.10) instead of locking, announcing 'redis-py'")
     w.add_argument("--permits", type=int, default=0, help="take a permit of the semaphore (§4.11) instead")
-    w.add_argument("--read", action="store_true", help="take the read-write lock (§4.12) for reading")
-    w.add_argument("--write", action="store_true", help="take the read-write lock (§4.12) for writing")
+    w.add_argument("--rw", action="store_true", help="read (even iterations) and write (odd) the read-write lock (§4.12)")
     try:
         _worker(p.parse_args())
     except Exception as e:  # any failure: message on stderr, non-zero exit

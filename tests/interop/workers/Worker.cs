@@ -1,7 +1,9 @@
 // Interop worker (.NET front on Mono): ITERATIONS times, take the lock, do a
 // non-atomic read-modify-write of the counter file, log the critical section.
-// With FENCELOCK_INTEROP_ELECT=1 it campaigns instead (announcing "dotnet")
-// and logs its epoch.
+// FENCELOCK_INTEROP_TAKE (see worker.py) says what it takes instead: `elect`
+// campaigns (announcing "dotnet", also FENCELOCK_INTEROP_ELECT=1) and logs its
+// epoch, `permits:K` a permit (logged as a fifth field, the counter untouched),
+// `rw` reads (even iterations, `r`) and writes (odd, `w`).
 //   mono InteropWorker.exe NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 using System;
 using System.Diagnostics;
@@ -22,23 +24,46 @@ static class InteropWorker
     {
         string resource = args[1], counter = args[3], log = args[4];
         int iterations = int.Parse(args[2]);
-        bool elect = Environment.GetEnvironmentVariable("FENCELOCK_INTEROP_ELECT") == "1";
+        string mode = Environment.GetEnvironmentVariable("FENCELOCK_INTEROP_TAKE") ?? "lock";
+        if (Environment.GetEnvironmentVariable("FENCELOCK_INTEROP_ELECT") == "1")
+        {
+            mode = "elect";
+        }
+        TimeSpan ttl = TimeSpan.FromSeconds(10), wait = TimeSpan.FromSeconds(120);
         using (var client = new FenceLockClient(args[0].Split(',')))
         {
             for (int i = 0; i < iterations; i++)
             {
                 IAsyncDisposable held;
                 ulong token;
-                if (elect)
+                bool writes = true;
+                string extra = "";
+                if (mode == "elect")
                 {
-                    var leadership = await client.CampaignAsync(resource, TimeSpan.FromSeconds(10),
-                        TimeSpan.FromSeconds(120), "dotnet");
+                    var leadership = await client.CampaignAsync(resource, ttl, wait, "dotnet");
                     held = leadership;
                     token = leadership.Epoch;
                 }
                 else
                 {
-                    var handle = await client.AcquireAsync(resource, TimeSpan.FromSeconds(10), TimeSpan.FromSeconds(120));
+                    FenceLockHandle handle;
+                    if (mode.StartsWith("permits:", StringComparison.Ordinal))
+                    {
+                        handle = await client.Semaphore(resource, int.Parse(mode.Substring(8))).AcquireAsync(ttl, wait);
+                        writes = false;
+                        extra = " " + handle.Permit;
+                    }
+                    else if (mode == "rw")
+                    {
+                        var rw = client.ReaderWriterLock(resource);
+                        writes = i % 2 == 1;
+                        handle = writes ? await rw.AcquireWriteAsync(ttl, wait) : await rw.AcquireReadAsync(ttl, wait);
+                        extra = writes ? " w" : " r";
+                    }
+                    else
+                    {
+                        handle = await client.AcquireAsync(resource, ttl, wait);
+                    }
                     held = handle;
                     token = handle.FencingToken;
                 }
@@ -46,8 +71,11 @@ static class InteropWorker
                 string text = File.ReadAllText(counter).Trim();
                 long value = text.Length == 0 ? 0 : long.Parse(text);
                 Thread.Sleep(3); // widen the window a lost update needs
-                File.WriteAllText(counter, (value + 1) + "\n");
-                File.AppendAllText(log, "dotnet " + token + " " + start + " " + NowNs() + "\n");
+                if (writes)
+                {
+                    File.WriteAllText(counter, (value + 1) + "\n");
+                }
+                File.AppendAllText(log, "dotnet " + token + " " + start + " " + NowNs() + extra + "\n");
                 await held.DisposeAsync(); // releases (resigns), then frees
             }
         }

@@ -1,7 +1,10 @@
 /* Interop worker (C ABI): ITERATIONS times, take the lock, do a non-atomic
- * read-modify-write of the counter file, log the critical section. With
- * FENCELOCK_INTEROP_ELECT=1 it campaigns instead (announcing "c"); the
- * leadership is a lock whose fencing token is the epoch.
+ * read-modify-write of the counter file, log the critical section.
+ * FENCELOCK_INTEROP_TAKE (see worker.py) says what it takes instead: `elect`
+ * campaigns (announcing "c", also FENCELOCK_INTEROP_ELECT=1; the leadership
+ * is a lock whose fencing token is the epoch), `permits:K` a permit (logged
+ * as a fifth field, the counter untouched), `rw` reads (even iterations, `r`)
+ * and writes (odd, `w`).
  *   worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated) */
 #define _POSIX_C_SOURCE 200809L
 #include <fencelock.h>
@@ -34,12 +37,30 @@ int main(int argc, char **argv) {
   if (fencelock_client_new(urls, count, NULL, &client, &error) != FENCELOCK_STATUS_OK) return fail("connect", error);
   free(list);
   const char *elect = getenv("FENCELOCK_INTEROP_ELECT");
+  const char *mode = getenv("FENCELOCK_INTEROP_TAKE");
+  if (elect != NULL && strcmp(elect, "1") == 0) mode = "elect";
+  if (mode == NULL) mode = "lock";
   for (int i = 0; i < atoi(argv[3]); i++) {
     fencelock_lock *lock = NULL;
-    fencelock_status taken = elect != NULL && strcmp(elect, "1") == 0
-                                 ? fencelock_campaign(client, argv[2], 10000, 120000, (const uint8_t *)"c", 1, &lock, &error)
-                                 : fencelock_acquire(client, argv[2], 10000, 120000, &lock, &error);
+    fencelock_status taken;
+    int writes = 1;
+    char extra[16] = "";
+    if (strcmp(mode, "elect") == 0) {
+      taken = fencelock_campaign(client, argv[2], 10000, 120000, (const uint8_t *)"c", 1, &lock, &error);
+    } else if (strncmp(mode, "permits:", 8) == 0) {
+      taken = fencelock_semaphore_acquire(client, argv[2], (uint32_t)atoi(mode + 8), 10000, 120000, &lock, &error);
+      writes = 0;
+    } else if (strcmp(mode, "rw") == 0) {
+      writes = i % 2;
+      taken = writes ? fencelock_rw_write(client, argv[2], 10000, 120000, &lock, &error)
+                     : fencelock_rw_read(client, argv[2], 10000, 120000, &lock, &error);
+      strcpy(extra, writes ? " w" : " r");
+    } else {
+      taken = fencelock_acquire(client, argv[2], 10000, 120000, &lock, &error);
+    }
     if (taken != FENCELOCK_STATUS_OK) return fail("acquire", error);
+    uint32_t permit = 0;
+    if (fencelock_lock_permit(lock, &permit)) snprintf(extra, sizeof extra, " %u", (unsigned)permit);
     uint64_t token = 0;
     fencelock_lock_fencing_token(lock, &token);
     unsigned long long start = now_ns();
@@ -51,12 +72,14 @@ int main(int argc, char **argv) {
     }
     struct timespec pause = {0, 3000000};
     nanosleep(&pause, NULL); /* widen the window a lost update needs */
-    counter = fopen(argv[4], "w");
-    if (counter == NULL) return 1;
-    fprintf(counter, "%ld\n", value + 1);
-    fclose(counter);
-    char line[128];
-    snprintf(line, sizeof line, "c %llu %llu %llu\n", (unsigned long long)token, start, now_ns());
+    if (writes) {
+      counter = fopen(argv[4], "w");
+      if (counter == NULL) return 1;
+      fprintf(counter, "%ld\n", value + 1);
+      fclose(counter);
+    }
+    char line[160];
+    snprintf(line, sizeof line, "c %llu %llu %llu%s\n", (unsigned long long)token, start, now_ns(), extra);
     FILE *log = fopen(argv[5], "a");
     if (log == NULL) return 1;
     fputs(line, log);

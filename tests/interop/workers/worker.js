@@ -1,7 +1,10 @@
 // Interop worker (Node front): ITERATIONS times, take the lock, do a
 // non-atomic read-modify-write of the counter file, log the critical section.
-// With FENCELOCK_INTEROP_ELECT=1 it campaigns instead (announcing "node"); a
-// leadership is a lock whose fencing token is its epoch.
+// FENCELOCK_INTEROP_TAKE (see worker.py) says what it takes instead: `elect`
+// campaigns (announcing "node", also FENCELOCK_INTEROP_ELECT=1; a leadership is
+// a lock whose fencing token is its epoch), `permits:K` a permit (logged as a
+// fifth field, counter untouched), `rw` reads (even iterations, `r`) and writes
+// (odd, `w`).
 //   node worker.js NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 'use strict';
 
@@ -28,19 +31,30 @@ function nowNs() {
 async function main() {
   const [nodes, resource, iterations, counter, log] = process.argv.slice(2);
   const client = new Client({ nodes: nodes.split(',') });
-  const elect = process.env.FENCELOCK_INTEROP_ELECT === '1';
-  const take = () =>
-    elect
-      ? client.campaign(resource, { ttl: 10000, wait: 120000, value: 'node' })
-      : client.acquire(resource, { ttl: 10000, wait: 120000 });
+  const mode =
+    process.env.FENCELOCK_INTEROP_ELECT === '1' ? 'elect' : process.env.FENCELOCK_INTEROP_TAKE || 'lock';
+  const options = { ttl: 10000, wait: 120000 };
+  // What iteration i takes, whether it writes the counter, and what it logs last.
+  const take = async (i) => {
+    if (mode === 'elect') return [await client.campaign(resource, { ...options, value: 'node' }), true, ''];
+    if (mode.startsWith('permits:')) {
+      const permit = await client.semaphore(resource, Number(mode.split(':')[1])).acquire(options);
+      return [permit, false, ` ${permit.permit}`];
+    }
+    if (mode === 'rw') {
+      const rw = client.rwLock(resource);
+      return i % 2 === 1 ? [await rw.acquireWrite(options), true, ' w'] : [await rw.acquireRead(options), false, ' r'];
+    }
+    return [await client.acquire(resource, options), true, ''];
+  };
   try {
     for (let i = 0; i < Number(iterations); i++) {
-      const lock = await take();
+      const [lock, writes, extra] = await take(i);
       const start = nowNs();
-      const value = Number(fs.readFileSync(counter, 'utf8').trim() || '0');
+      const value = writes ? Number(fs.readFileSync(counter, 'utf8').trim() || '0') : 0;
       await sleep(3); // widen the window a lost update needs
-      fs.writeFileSync(counter, `${value + 1}\n`);
-      fs.appendFileSync(log, `node ${lock.fencingToken} ${start} ${nowNs()}\n`);
+      if (writes) fs.writeFileSync(counter, `${value + 1}\n`);
+      fs.appendFileSync(log, `node ${lock.fencingToken} ${start} ${nowNs()}${extra}\n`);
       await lock.release();
     }
   } finally {

@@ -1,7 +1,11 @@
 """Interop worker (Python front): ITERATIONS times, take the lock, do a
 non-atomic read-modify-write of the counter file, log the critical section.
-With FENCELOCK_INTEROP_ELECT=1 it campaigns instead (announcing "python") and
-logs its epoch.
+FENCELOCK_INTEROP_TAKE says what it takes instead of the lock: `elect`
+campaigns (announcing "python", also FENCELOCK_INTEROP_ELECT=1) and logs the
+epoch; `permits:K` takes one of K permits of the semaphore RESOURCE, leaves
+the counter alone and logs the permit as a fifth field; `rw` reads (even
+iterations, counter untouched, fifth field `r`) and writes (odd, `w`) the
+read-write lock RESOURCE.
 
     python worker.py NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 """
@@ -13,24 +17,42 @@ import time
 import fencelock
 
 
+def take_mode() -> str:
+    if os.environ.get("FENCELOCK_INTEROP_ELECT") == "1":
+        return "elect"
+    return os.environ.get("FENCELOCK_INTEROP_TAKE", "lock")
+
+
 def main() -> None:
     nodes, resource, iterations, counter, log = sys.argv[1:6]
-    elect = os.environ.get("FENCELOCK_INTEROP_ELECT") == "1"
+    mode = take_mode()
     with fencelock.Client(nodes.split(",")) as client:
-        for _ in range(int(iterations)):
-            held = (
-                client.campaign(resource, ttl=10, wait=120, value="python")
-                if elect
-                else client.lock(resource, ttl=10, wait=120)
-            )
+        for i in range(int(iterations)):
+            writes, extra = True, ""
+            if mode == "elect":
+                held = client.campaign(resource, ttl=10, wait=120, value="python")
+            elif mode.startswith("permits:"):
+                held = client.semaphore(resource, int(mode.split(":")[1])).permit(ttl=10, wait=120)
+                writes = False
+            elif mode == "rw":
+                rw = client.rw_lock(resource)
+                writes = i % 2 == 1
+                held = rw.write(ttl=10, wait=120) if writes else rw.read(ttl=10, wait=120)
+                extra = " w" if writes else " r"
+            else:
+                held = client.lock(resource, ttl=10, wait=120)
             with held as lock:  # a leadership's fencing token is its epoch
                 start = time.time_ns()
-                with open(counter, encoding="utf-8") as f:
-                    value = int(f.read().strip() or 0)
+                if writes:
+                    with open(counter, encoding="utf-8") as f:
+                        value = int(f.read().strip() or 0)
                 time.sleep(0.003)  # widen the window a lost update needs
-                with open(counter, "w", encoding="utf-8") as f:
-                    f.write(f"{value + 1}\n")
-                line = f"python {lock.fencing_token} {start} {time.time_ns()}\n"
+                if writes:
+                    with open(counter, "w", encoding="utf-8") as f:
+                        f.write(f"{value + 1}\n")
+                if mode.startswith("permits:"):
+                    extra = f" {lock.permit}"
+                line = f"python {lock.fencing_token} {start} {time.time_ns()}{extra}\n"
                 with open(log, "a", encoding="utf-8") as f:
                     f.write(line)
 

@@ -1,7 +1,9 @@
 //! Interop worker (Rust front): `ITERATIONS` times, take the lock, do a
 //! non-atomic read-modify-write of the counter file, log the critical section.
-//! With `FENCELOCK_INTEROP_ELECT=1` it campaigns instead (announcing `rust`)
-//! and logs its epoch.
+//! `FENCELOCK_INTEROP_TAKE` (see worker.py) says what it takes instead:
+//! `elect` campaigns (announcing `rust`, also `FENCELOCK_INTEROP_ELECT=1`) and
+//! logs its epoch, `permits:K` takes a permit (logged as a fifth field, the
+//! counter untouched), `rw` reads (even iterations, `r`) and writes (odd, `w`).
 //!
 //! `interop-worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE` (NODES comma-separated)
 
@@ -17,14 +19,30 @@ fn now_ns() -> u128 {
         .as_nanos()
 }
 
-/// The lock, or with `elect` the leadership (a lock whose token is the epoch).
-async fn take(client: &Client, resource: &str, elect: bool) -> Result<Lock> {
+/// What iteration `i` takes in `mode`: the lock, the leadership (a lock whose
+/// token is the epoch), a permit or a read or write grant; whether it writes
+/// the counter; and what it logs after the times.
+async fn take(client: &Client, resource: &str, mode: &str, i: u32) -> Result<(Lock, bool, String)> {
     let (ttl, wait) = (Duration::from_secs(10), Duration::from_secs(120));
-    if elect {
+    let options = LockOptions::new(ttl).wait(wait);
+    if mode == "elect" {
         let options = CampaignOptions::new(ttl).wait(wait).value("rust");
-        return Ok(client.campaign(resource, options).await?.into_lock());
+        return Ok((client.campaign(resource, options).await?.into_lock(), true, String::new()));
     }
-    client.acquire(resource, LockOptions::new(ttl).wait(wait)).await
+    if let Some(permits) = mode.strip_prefix("permits:") {
+        let permits = permits.parse().unwrap_or(1);
+        let permit = client.semaphore(resource, permits)?.acquire(options).await?;
+        let extra = format!(" {}", permit.permit().unwrap_or_default());
+        return Ok((permit, false, extra));
+    }
+    if mode == "rw" {
+        let rw = client.rw_lock(resource)?;
+        return Ok(match i % 2 {
+            1 => (rw.write(options).await?, true, " w".to_owned()),
+            _ => (rw.read(options).await?, false, " r".to_owned()),
+        });
+    }
+    Ok((client.acquire(resource, options).await?, true, String::new()))
 }
 
 #[tokio::main]
@@ -34,14 +52,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: interop-worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE".into());
     };
     let client = Client::builder().nodes(nodes.split(',')).build().await?;
-    let elect = std::env::var("FENCELOCK_INTEROP_ELECT").is_ok_and(|v| v == "1");
-    for _ in 0..iterations.parse::<u32>()? {
-        let lock = take(&client, resource, elect).await?;
+    let mode = match std::env::var("FENCELOCK_INTEROP_ELECT").is_ok_and(|v| v == "1") {
+        true => "elect".to_owned(),
+        false => std::env::var("FENCELOCK_INTEROP_TAKE").unwrap_or_else(|_| "lock".to_owned()),
+    };
+    for i in 0..iterations.parse::<u32>()? {
+        let (lock, writes, extra) = take(&client, resource, &mode, i).await?;
         let start = now_ns();
         let value: u64 = std::fs::read_to_string(counter)?.trim().parse().unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(3)).await; // widen the window a lost update needs
-        std::fs::write(counter, format!("{}\n", value + 1))?;
-        let line = format!("rust {} {start} {}\n", lock.fencing_token(), now_ns());
+        if writes {
+            std::fs::write(counter, format!("{}\n", value + 1))?;
+        }
+        let line = format!("rust {} {start} {}{extra}\n", lock.fencing_token(), now_ns());
         std::fs::OpenOptions::new()
             .append(true)
             .create(true)
