@@ -186,7 +186,7 @@ impl Direct {
     }
 }
 
-/// In one round trip: loads every script, so the first calls need no
+/// In one round trip: loads a lock's scripts, so its first calls need no
 /// `NOSCRIPT` fallback (best effort: a user without `SCRIPT LOAD` rights
 /// still works through the `EVAL` fallback), and asks whether the node runs
 /// AOF (see [`crate::persistence`]). A node that wants `AUTH` first fails
@@ -195,7 +195,7 @@ impl Direct {
 /// says less.
 async fn preload(conn: &mut MultiplexedConnection) -> RedisResult<Persistence> {
     let mut pipe = pipeline();
-    for script in crate::scripts::all() {
+    for script in crate::scripts::preloaded() {
         pipe.cmd("SCRIPT").arg("LOAD").arg(script.source);
     }
     pipe.add_command(persistence::question());

@@ -688,7 +688,17 @@ fn concat_script(parts: &[&str]) -> &'static str {
     Box::leak(parts.concat().into_boxed_str())
 }
 
-/// Every script, for pre-loading and the protocol document check.
+/// The scripts every connection loads as it opens (`SCRIPT LOAD`, one
+/// round trip with the persistence check): those of a lock's every
+/// acquire, renewal and release. The node's script cache is shared by all
+/// its connections, so the others load on their first use there (the
+/// `NOSCRIPT` fallback, once per node and restart).
+pub(crate) fn preloaded() -> [&'static LuaScript; 5] {
+    [&ACQUIRE, &RELEASE, &EXTEND, &LEAVE, &RAISE_FENCE]
+}
+
+/// Every script, for the protocol document and vectors checks.
+#[cfg(test)]
 pub(crate) fn all() -> [&'static LuaScript; 17] {
     [
         &ACQUIRE,
