@@ -3,7 +3,9 @@
 //! random, nodes paused. Within each grant's reported validity there are
 //! never more holders than permits, and never a writer beside anyone;
 //! with everything healed, a client gets in again. Seeded, 8 s each in CI
-//! (`FENCELOCK_LONG=1`: 60 s); replay with the seed printed.
+//! (`FENCELOCK_LONG=1`: 60 s); replay with the seed printed. And a node
+//! that restarts with AOF while permits and a writer are held: still held,
+//! still exclusive, tokens still rising.
 
 mod faults_support;
 
@@ -142,4 +144,75 @@ async fn a_read_write_lock_under_the_partition_nemesis_keeps_writers_alone() {
     let mut violations = history.read_write_violations(|g| g.client.starts_with("writer"));
     violations.extend(validity_violations(&history));
     assert_no_violations(&violations);
+}
+
+/// Three AOF nodes; a semaphore's only permit and a read-write lock's
+/// writer are held while node 1 restarts (its keys come back from the
+/// AOF): no second holder, no reader beside the writer, and the next
+/// grants' tokens are larger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_and_writers_survive_an_aof_restart() {
+    let options = NodeOptions {
+        aof: true,
+        ..NodeOptions::default()
+    };
+    let nodes = RedisNode::start_many(3, &options);
+    let client = |nodes: &[RedisNode]| {
+        builder_for(nodes.iter().map(RedisNode::url))
+            .node_timeout(GENEROUS_NODE_TIMEOUT)
+            .build()
+    };
+    let (holder, other) = (client(&nodes).await.unwrap(), client(&nodes).await.unwrap());
+    let long = LockOptions::new(ms(30_000));
+    let permit = holder
+        .semaphore("restart-sem", 1)
+        .unwrap()
+        .acquire(long.clone())
+        .await
+        .unwrap();
+    let writer = holder
+        .rw_lock("restart-rw")
+        .unwrap()
+        .write(long.clone())
+        .await
+        .unwrap();
+    // Acquire returns at a majority; the restarting node must hold both too.
+    let keys = ["fencelock:{restart-sem}:sem:0", "fencelock:{restart-rw}:rw:write"];
+    let everywhere = wait_until(ms(5_000), || {
+        nodes.iter().all(|n| keys.iter().all(|k| get(n, k).is_some()))
+    })
+    .await;
+    assert!(everywhere, "the grants never reached every node");
+    tokio::task::block_in_place(|| nodes[1].restart());
+    assert!(
+        keys.iter().all(|k| get(&nodes[1], k).is_some()),
+        "the AOF lost a key"
+    );
+    let sem = other.semaphore("restart-sem", 1).unwrap();
+    let rw = other.rw_lock("restart-rw").unwrap();
+    for _ in 0..5 {
+        assert!(
+            sem.try_acquire(long.clone()).await.unwrap().is_none(),
+            "a second holder of one permit"
+        );
+        assert!(
+            rw.try_read(long.clone()).await.unwrap().is_none(),
+            "a reader beside the writer"
+        );
+    }
+    assert_eq!(sem.holders().await.unwrap(), 1);
+    permit.release().await.unwrap();
+    writer.release().await.unwrap();
+    let next = sem
+        .try_acquire(long.clone())
+        .await
+        .unwrap()
+        .expect("the permit is free again");
+    let reader = rw
+        .try_read(long.clone())
+        .await
+        .unwrap()
+        .expect("the lock is free again");
+    assert!(next.fencing_token() > permit.fencing_token());
+    assert!(reader.fencing_token() > writer.fencing_token());
 }
