@@ -27,7 +27,11 @@ async fn take(client: &Client, resource: &str, mode: &str, i: u32) -> Result<(Lo
     let options = LockOptions::new(ttl).wait(wait);
     if mode == "elect" {
         let options = CampaignOptions::new(ttl).wait(wait).value("rust");
-        return Ok((client.campaign(resource, options).await?.into_lock(), true, String::new()));
+        return Ok((
+            client.campaign(resource, options).await?.into_lock(),
+            true,
+            String::new(),
+        ));
     }
     if let Some(permits) = mode.strip_prefix("permits:") {
         let permits = permits.parse().unwrap_or(1);
