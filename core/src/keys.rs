@@ -51,10 +51,35 @@ pub(crate) struct LockKeys {
     pub(crate) prefix_len: usize,
     /// Where the resource ends in the lock key (at the `}` of the hash tag).
     pub(crate) resource_end: usize,
-    /// Which of its semaphore's permits this key is, if it is one.
-    pub(crate) permit: Option<u32>,
+    /// What holding this key is: a lock, a permit, a read or write grant.
+    pub(crate) kind: HeldKind,
     /// For a reader of a read-write lock: the keys its release looks at.
     pub(crate) reader: Option<ReaderKeys>,
+}
+
+/// What holding a lock key is, for messages and [`crate::Lock::permit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HeldKind {
+    Lock,
+    /// Permit `n` (from 0) of a semaphore.
+    Permit(u32),
+    /// A read-write lock's reader.
+    Read,
+    /// A read-write lock's writer.
+    Write,
+}
+
+impl HeldKind {
+    /// How messages name what is held on `name`: "lock 'orders'",
+    /// "permit 2 of semaphore 'crawlers'", "read lock 'doc'".
+    pub(crate) fn describe(self, name: &str) -> String {
+        match self {
+            HeldKind::Lock => format!("lock '{name}'"),
+            HeldKind::Permit(n) => format!("permit {n} of semaphore '{name}'"),
+            HeldKind::Read => format!("read lock '{name}'"),
+            HeldKind::Write => format!("write lock '{name}'"),
+        }
+    }
 }
 
 /// What a reader's release needs besides its own key: the write key it
@@ -100,7 +125,7 @@ impl LockKeys {
             resource_end: lock.len() - 1,
             lock,
             prefix_len: prefix.len(),
-            permit: None,
+            kind: HeldKind::Lock,
             reader: None,
         })
     }
@@ -245,7 +270,7 @@ impl SemaphoreKeys {
             waiters: self.waiters.clone(),
             prefix_len: self.prefix_len,
             resource_end: self.base.len() - SEMAPHORE_INFIX.len() - 1,
-            permit: u32::try_from(slot).ok(),
+            kind: HeldKind::Permit(u32::try_from(slot).unwrap_or(u32::MAX)),
             reader: None,
         }
     }
@@ -324,7 +349,7 @@ impl RwKeys {
 
     /// The keys of the writer once it holds.
     pub(crate) fn held_write(&self) -> LockKeys {
-        self.held(self.write.clone(), None)
+        self.held(self.write.clone(), HeldKind::Write, None)
     }
 
     /// The keys of the reader whose key is `reader_key` once it holds.
@@ -333,17 +358,17 @@ impl RwKeys {
             write: self.write.clone(),
             readers: self.readers.clone(),
         };
-        self.held(reader_key, Some(reader))
+        self.held(reader_key, HeldKind::Read, Some(reader))
     }
 
-    fn held(&self, lock: String, reader: Option<ReaderKeys>) -> LockKeys {
+    fn held(&self, lock: String, kind: HeldKind, reader: Option<ReaderKeys>) -> LockKeys {
         LockKeys {
             lock,
             fence: self.fence.clone(),
             waiters: self.waiters.clone(),
             prefix_len: self.prefix_len,
             resource_end: self.resource_end(),
-            permit: None,
+            kind,
             reader,
         }
     }

@@ -9,6 +9,7 @@ use tracing::Instrument;
 use crate::compare_and_act::{CompareAndAct, compare_and_act, describe_compare_and_act};
 use crate::error::{Error, ErrorKind, Result, quorum_failure_kind};
 use crate::fenced::Fence;
+use crate::keys::HeldKind;
 use crate::lock_state::{LockState, LockStatus, LossReason};
 use crate::node::Reply;
 use crate::node_set::{NodeSet, tally};
@@ -69,7 +70,10 @@ impl Lock {
     /// For a semaphore's permit ([`crate::Semaphore::acquire`]): which of
     /// its permits this is, from 0. `None` for a lock.
     pub fn permit(&self) -> Option<u32> {
-        self.state.permit
+        match self.state.kind {
+            HeldKind::Permit(n) => Some(n),
+            _ => None,
+        }
     }
 
     /// The fencing token: strictly greater than that of every earlier holder
@@ -191,7 +195,7 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
         LockStatus::Lost(reason) => {
             return Err(Error::new(
                 ErrorKind::Lost,
-                format!("lock '{}' was lost: {reason}", state.resource()),
+                format!("{} was lost: {reason}", state.describe()),
             )
             .with_resource(state.resource()));
         }
@@ -236,8 +240,8 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
         return Err(Error::new(
             ErrorKind::Lost,
             format!(
-                "cannot extend lock '{}': it is no longer ours on a majority of nodes",
-                state.resource()
+                "cannot extend {}: it is no longer ours on a majority of nodes",
+                state.describe()
             ),
         )
         .with_resource(state.resource())
@@ -259,9 +263,9 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
     Err(Error::new(
         quorum_failure_kind(&reports),
         format!(
-            "cannot extend lock '{}': {why}; the lock stays valid for {:?} (what the nodes may now hold) \
+            "cannot extend {}: {why}; it stays valid for {:?} (what the nodes may now hold) \
              unless a retry succeeds",
-            state.resource(),
+            state.describe(),
             state.remaining()
         ),
     )
@@ -332,8 +336,8 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     Err(Error::new(
         quorum_failure_kind(&reports),
         format!(
-            "release of lock '{}' reached only {done} of {} nodes; the rest expire at the ttl",
-            state.resource(),
+            "release of {} reached only {done} of {} nodes; the rest expire at the ttl",
+            state.describe(),
             nodes.nodes().len()
         ),
     )
@@ -363,8 +367,7 @@ fn clean_up_unreached(
 }
 
 fn not_held(state: &LockState, why: &str) -> Error {
-    Error::new(ErrorKind::NotHeld, format!("lock '{}' {why}", state.resource()))
-        .with_resource(state.resource())
+    Error::new(ErrorKind::NotHeld, format!("{} {why}", state.describe())).with_resource(state.resource())
 }
 
 impl Lock {

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::fenced::Fence;
-use crate::keys::{HeldKeys, LockKeys, WaiterKeys};
+use crate::keys::{HeldKeys, HeldKind, LockKeys, WaiterKeys};
 use crate::lease::{Leases, Outcome};
 use crate::node_set::NodeSet;
 use crate::options::RenewalPolicy;
@@ -128,8 +128,8 @@ pub(crate) struct LockState {
     /// The keys not derived from the lock key: a permit's or a read-write
     /// lock's queue, a reader's release keys.
     held: Option<Box<HeldKeys>>,
-    /// Which of its semaphore's permits this is, for a permit.
-    pub(crate) permit: Option<u32>,
+    /// A lock, a permit, a read or write grant.
+    pub(crate) kind: HeldKind,
     pub(crate) token: LockToken,
     pub(crate) fencing_token: u64,
     /// This grant's id for fenced writes ([`Fence::holder`]).
@@ -181,14 +181,14 @@ impl LockState {
         valid_until: Instant,
         renewal: RenewalPolicy,
     ) -> Self {
-        let (prefix_len, resource_end, permit) = (keys.prefix_len, keys.resource_end, keys.permit);
+        let (prefix_len, resource_end, kind) = (keys.prefix_len, keys.resource_end, keys.kind);
         let (lock_key, held) = keys.into_held();
         LockState {
             prefix_len,
             resource_end,
             lock_key,
             held,
-            permit,
+            kind,
             token,
             fencing_token: fence.token,
             holder: fence.holder,
@@ -215,6 +215,11 @@ impl LockState {
 
     pub(crate) fn resource(&self) -> &str {
         &self.lock_key[self.prefix_len + 1..self.resource_end]
+    }
+
+    /// How messages name it: "lock 'orders'", "permit 2 of semaphore 'jobs'"…
+    pub(crate) fn describe(&self) -> String {
+        self.kind.describe(self.resource())
     }
 
     /// The script and KEYS of this lock's release: RELEASE with the queue

@@ -365,3 +365,31 @@ async fn a_semaphore_and_a_lock_of_one_name_do_not_share_keys() {
     lock.release().await.unwrap();
     permit.unwrap().release().await.unwrap();
 }
+
+/// Errors about a permit say which permit of which semaphore.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_the_permit_and_the_semaphore() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = client(&nodes).await;
+    let permit = client
+        .semaphore("named", 3)
+        .unwrap()
+        .acquire(options(5_000, 0))
+        .await
+        .unwrap();
+    let n = permit.permit().unwrap();
+    permit.release().await.unwrap();
+    let again = permit.release().await.unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::NotHeld);
+    assert!(
+        again
+            .to_string()
+            .contains(&format!("permit {n} of semaphore 'named' was already released")),
+        "{again}"
+    );
+    let rw = client.rw_lock("named").unwrap();
+    let reader = rw.read(options(5_000, 0)).await.unwrap();
+    reader.release().await.unwrap();
+    let again = reader.extend(ms(5_000)).await.unwrap_err();
+    assert!(again.to_string().contains("read lock 'named'"), "{again}");
+}
