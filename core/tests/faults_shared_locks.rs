@@ -5,7 +5,10 @@
 //! with everything healed, a client gets in again. Seeded, 8 s each in CI
 //! (`FENCELOCK_LONG=1`: 60 s); replay with the seed printed. And a node
 //! that restarts with AOF while permits and a writer are held: still held,
-//! still exclusive, tokens still rising.
+//! still exclusive, tokens still rising. And a permit's holder process
+//! killed (`kill -9`) or stopped (`SIGSTOP`): its permit comes back at the
+//! end of its lease, not before, and the stopped holder's late write is
+//! refused.
 
 mod faults_support;
 
@@ -19,6 +22,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const TTL: Duration = Duration::from_millis(1000);
+
+#[test]
+#[ignore = "the holder child process of other tests, not a test"]
+fn child_entry() {
+    faults_support::child::run_child();
+}
 
 /// What a worker takes each round.
 #[derive(Clone, Copy)]
@@ -215,4 +224,56 @@ async fn permits_and_writers_survive_an_aof_restart() {
         .expect("the lock is free again");
     assert!(next.fencing_token() > permit.fencing_token());
     assert!(reader.fencing_token() > writer.fencing_token());
+}
+
+/// T04 and T14 for a permit: the only permit of a semaphore is held by a
+/// child process with a watchdog, which is killed (`kill -9`) or stopped
+/// (`SIGSTOP`). A contender gets the permit no earlier than the holder's
+/// validity ended and within a ttl (plus slack) of the fault, with a larger
+/// token; the stopped holder, continued, has its fenced write refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_or_stopped_permit_holder_frees_its_permit_at_its_lease() {
+    use faults_support::child::Holder;
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let contender = builder_for(urls.clone()).build().await.unwrap();
+    for (run, signal) in [libc::SIGKILL, libc::SIGSTOP].into_iter().enumerate() {
+        let (name, data) = (format!("held-permit:{run}"), format!("data:held-permit:{run}"));
+        let mut holder = Holder::spawn(&urls, &name, TTL, &[("FENCELOCK_CHILD_PERMITS", "1".to_owned())]);
+        let holder_token = holder.acquire();
+        assert_eq!(holder.ask(&format!("write {data} A")), "write ok held=true");
+        let asked = Instant::now();
+        let holder_valid_until = asked + holder.status().remaining;
+        holder.signal(signal);
+        let faulted = Instant::now();
+        let permit = contender
+            .semaphore(&name, 1)
+            .unwrap()
+            .acquire(LockOptions::new(TTL).wait(ms(3000)))
+            .await
+            .unwrap_or_else(|e| panic!("run {run}: {e}"));
+        let acquired = Instant::now();
+        assert!(
+            acquired + ms(2) >= holder_valid_until,
+            "run {run}: granted {:?} before the holder's validity ended",
+            holder_valid_until - acquired
+        );
+        assert!(
+            acquired <= faulted + TTL + ms(400),
+            "run {run}: granted {:?} after the fault",
+            acquired - faulted
+        );
+        assert!(permit.fencing_token() > holder_token);
+        contender.fenced_set(&data, "B", permit.fence()).await.unwrap();
+        if signal == libc::SIGSTOP {
+            holder.signal(libc::SIGCONT);
+            let answer = tokio::task::block_in_place(|| holder.ask(&format!("write {data} A-late")));
+            assert_eq!(
+                answer,
+                format!("write {} held=false", fencelock::ErrorKind::StaleToken),
+                "the woken holder's write"
+            );
+        }
+        permit.release().await.unwrap();
+    }
 }

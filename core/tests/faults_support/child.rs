@@ -144,6 +144,11 @@ pub fn run_child() {
         .collect();
     let resource = env("FENCELOCK_CHILD_RESOURCE");
     let ttl = Duration::from_millis(env("FENCELOCK_CHILD_TTL_MS").parse().unwrap());
+    // With FENCELOCK_CHILD_PERMITS=k, "acquire" takes a permit of the
+    // semaphore `resource` of k permits instead of the lock.
+    let permits: Option<u32> = std::env::var("FENCELOCK_CHILD_PERMITS")
+        .ok()
+        .map(|k| k.parse().unwrap());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -155,10 +160,18 @@ pub fn run_child() {
             let mut words = line.split_whitespace();
             let answer = match words.next() {
                 Some("acquire") => {
-                    match client
-                        .acquire(&resource, LockOptions::new(ttl).wait(Duration::from_secs(5)))
-                        .await
-                    {
+                    let options = LockOptions::new(ttl).wait(Duration::from_secs(5));
+                    let taken = match permits {
+                        Some(k) => {
+                            client
+                                .semaphore(&resource, k)
+                                .expect("a semaphore")
+                                .acquire(options)
+                                .await
+                        }
+                        None => client.acquire(&resource, options).await,
+                    };
+                    match taken {
                         Ok(l) => {
                             let token = l.fencing_token();
                             lock = Some(l);
