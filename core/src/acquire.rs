@@ -61,14 +61,65 @@ impl From<Error> for Refused {
 /// What every `acquire` of the public API does: waits for the client's
 /// connections, checks the options, and runs [`acquire`] on the core's
 /// runtime (or the caller's), in a tracing span.
-pub(crate) async fn claim(client: &Arc<ClientShared>, claim: Claim, options: LockOptions) -> Result<Lock> {
-    client.ready().await?;
-    let options = options.resolve(&client.defaults)?;
-    let span =
-        tracing::debug_span!("acquire", resource = %claim.name(), ttl_ms = options.ttl.as_millis() as u64);
-    // Boxed: the attempt's state machine is large, and moving it through the
-    // layers of futures costs more than one allocation.
-    runtime::run(Box::pin(acquire(client.clone(), claim, options).instrument(span))).await?
+pub(crate) async fn claim(
+    client: &Arc<ClientShared>,
+    claim: Result<Claim>,
+    options: LockOptions,
+) -> Result<Lock> {
+    // The name is only kept (an allocation) for per-resource labels.
+    let resource = match client.metrics.per_resource() {
+        true => claim.as_ref().map_or("", Claim::name).to_owned(),
+        false => String::new(),
+    };
+    let mut counted = Counted::start(client, resource);
+    let result = async {
+        let claim = claim?;
+        client.ready().await?;
+        let options = options.resolve(&client.defaults)?;
+        let span =
+            tracing::debug_span!("acquire", resource = %claim.name(), ttl_ms = options.ttl.as_millis() as u64);
+        // Boxed: the attempt's state machine is large, and moving it through the
+        // layers of futures costs more than one allocation.
+        runtime::run(Box::pin(acquire(client.clone(), claim, options).instrument(span))).await?
+    }
+    .await;
+    counted.ended(result.as_ref().err().map(Error::kind));
+    result
+}
+
+/// Counts one acquire call in the client's metrics when it ends; dropped
+/// before that (the caller stopped waiting), as cancelled.
+struct Counted<'a> {
+    client: &'a ClientShared,
+    resource: String,
+    started: Instant,
+    done: bool,
+}
+
+impl<'a> Counted<'a> {
+    fn start(client: &'a ClientShared, resource: String) -> Self {
+        Counted {
+            client,
+            resource,
+            started: Instant::now(),
+            done: false,
+        }
+    }
+
+    fn ended(&mut self, failed: Option<ErrorKind>) {
+        self.done = true;
+        let metrics = &self.client.metrics;
+        metrics.acquire_ended(&self.resource, self.started.elapsed(), failed);
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let (metrics, took) = (&self.client.metrics, self.started.elapsed());
+            metrics.acquire_ended(&self.resource, took, Some(ErrorKind::Cancelled));
+        }
+    }
 }
 
 /// A single try's result: `None` when it was refused.
@@ -163,10 +214,10 @@ fn hand_out(client: &Arc<ClientShared>, grant: Grant, options: &Resolved) -> Loc
             token: grant.fencing_token,
             holder: grant.holder,
         },
-        options.ttl,
+        options,
         grant.leases,
         grant.valid_until,
-        options.renewal,
+        client.metrics.clone(),
     ));
     state.keep_stragglers(grant.stragglers);
     client.watchdog.plan(&state);

@@ -10,6 +10,7 @@ use crate::error::{Error, ErrorKind, NodeOutcome, Result};
 use crate::fenced::{Fence, fenced_set_outcome};
 use crate::keys::LockKeys;
 use crate::lock::Lock;
+use crate::metrics::ClientMetrics;
 use crate::node::{Node, as_i64};
 use crate::node_set::NodeSet;
 use crate::options::LockOptions;
@@ -87,6 +88,7 @@ impl ClientBuilder {
             config.retry,
             config.defaults,
             config.settings.connect_timeout,
+            ClientMetrics::new(config.metrics_per_resource),
         )?;
         Ok(Client {
             shared: Arc::new(shared),
@@ -125,7 +127,7 @@ impl Client {
     /// bad resource or ttl. Dropping the future cancels the attempt and undoes
     /// any partial grant.
     pub async fn acquire(&self, resource: &str, options: LockOptions) -> Result<Lock> {
-        let claim = Claim::Lock(LockKeys::new(&self.shared.key_prefix, resource)?);
+        let claim = LockKeys::new(&self.shared.key_prefix, resource).map(Claim::Lock);
         acquire::claim(&self.shared, claim, options).await
     }
 
@@ -256,6 +258,15 @@ impl Client {
     /// out are not waited for: release them.
     pub async fn settle(&self) {
         self.shared.nodes.background.idle().await;
+    }
+
+    /// What this client has counted so far: acquisitions, failures by kind,
+    /// losses by reason, releases, renewals, the locks held and the calls
+    /// waiting now, and the acquire latency. The same numbers go to the
+    /// `metrics` crate's facade as they happen ([`crate::metric_names`]),
+    /// for whatever exporter the application installs.
+    pub fn metrics(&self) -> crate::Metrics {
+        self.shared.metrics.snapshot()
     }
 
     /// Refuses new operations from now on. Held locks can still be released

@@ -48,6 +48,7 @@ pub struct ClientBuilder {
     pub(crate) tls: TlsMaterial,
     pub(crate) allow_mixed_tls: bool,
     pub(crate) require_aof: bool,
+    pub(crate) metrics_per_resource: bool,
 }
 
 impl Default for ClientBuilder {
@@ -65,6 +66,7 @@ impl Default for ClientBuilder {
             tls: TlsMaterial::default(),
             allow_mixed_tls: false,
             require_aof: false,
+            metrics_per_resource: false,
         }
     }
 }
@@ -185,6 +187,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Labels what goes to the `metrics` facade with the resource (or
+    /// semaphore, or read-write lock) name too. Off by default: every
+    /// resource name becomes a time series of its own, which only suits a
+    /// few, fixed names. [`crate::Client::metrics`] counts per client either way.
+    pub fn metrics_per_resource(mut self, on: bool) -> Self {
+        self.metrics_per_resource = on;
+        self
+    }
+
     /// Allows a quorum that mixes `rediss://` and `redis://` nodes (refused by
     /// default: one plaintext node weakens the whole quorum).
     pub fn allow_mixed_tls(mut self, allow: bool) -> Self {
@@ -245,6 +256,7 @@ impl ClientBuilder {
             drift_factor: self.drift_factor,
             retry: self.retry,
             defaults: self.defaults,
+            metrics_per_resource: self.metrics_per_resource,
         })
     }
 }
@@ -278,6 +290,7 @@ impl fmt::Debug for ClientBuilder {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("tls_min_version", &self.tls.min_version)
             .field("require_aof", &self.require_aof)
+            .field("metrics_per_resource", &self.metrics_per_resource)
             .finish_non_exhaustive()
     }
 }
@@ -290,6 +303,7 @@ pub(crate) struct ValidConfig {
     pub(crate) drift_factor: f64,
     pub(crate) retry: RetryPolicy,
     pub(crate) defaults: LockDefaults,
+    pub(crate) metrics_per_resource: bool,
 }
 
 #[cfg(test)]

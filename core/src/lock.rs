@@ -327,6 +327,7 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
         return Err(not_held(state, "was lost before release"));
     }
     if quorum.reached(done) {
+        client.metrics.released(state.resource());
         return Ok(());
     }
     let reports = nodes.reports(&replies, describe_compare_and_act);

@@ -12,8 +12,9 @@ use tokio::task::JoinHandle;
 use crate::fenced::Fence;
 use crate::keys::{HeldKeys, HeldKind, LockKeys, WaiterKeys};
 use crate::lease::{Leases, Outcome};
+use crate::metrics::ClientMetrics;
 use crate::node_set::NodeSet;
-use crate::options::RenewalPolicy;
+use crate::options::{RenewalPolicy, Resolved};
 use crate::queue;
 use crate::scripts::LuaScript;
 use crate::token::LockToken;
@@ -147,6 +148,8 @@ pub(crate) struct LockState {
     /// One network operation (renew, extend, release) at a time, so a release
     /// never races a renewal and no PEXPIRE follows a release.
     pub(crate) busy: Arc<tokio::sync::Mutex<()>>,
+    /// The client's counters: held, lost, renewals.
+    pub(crate) metrics: Arc<ClientMetrics>,
 }
 
 fn status_code(status: LockStatus) -> u8 {
@@ -172,15 +175,20 @@ fn status_from(code: u8) -> LockStatus {
 }
 
 impl LockState {
+    /// A lock just granted on `keys` with `options` (its ttl and renewal
+    /// policy), counted as held in `metrics` until it is released, lost or
+    /// dropped.
     pub(crate) fn new(
         keys: LockKeys,
         token: LockToken,
         fence: Fence,
-        ttl: Duration,
+        options: &Resolved,
         leases: Leases,
         valid_until: Instant,
-        renewal: RenewalPolicy,
+        metrics: Arc<ClientMetrics>,
     ) -> Self {
+        let (ttl, renewal) = (options.ttl, options.renewal);
+        metrics.held(1);
         let (prefix_len, resource_end, kind) = (keys.prefix_len, keys.resource_end, keys.kind);
         let (lock_key, held) = keys.into_held();
         LockState {
@@ -206,6 +214,7 @@ impl LockState {
             status: AtomicU8::new(status_code(LockStatus::Held)),
             lost: Notify::new(),
             busy: Arc::new(tokio::sync::Mutex::new(())),
+            metrics,
         }
     }
 
@@ -257,14 +266,20 @@ impl LockState {
     /// Moves from `Held` to `to`; false if the lock was not held any more.
     pub(crate) fn leave_held(&self, to: LockStatus) -> bool {
         let held = status_code(LockStatus::Held);
-        self.status
+        let left = self
+            .status
             .compare_exchange(held, status_code(to), Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+            .is_ok();
+        if left {
+            self.metrics.held(-1);
+        }
+        left
     }
 
     /// Signals loss to every waiter, once.
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         if self.leave_held(LockStatus::Lost(reason)) {
+            self.metrics.lost(self.resource(), reason);
             self.lost.notify_waiters();
             tracing::warn!(resource = %self.resource(), %reason, "lock lost");
         }
@@ -304,4 +319,14 @@ impl LockState {
 pub(crate) struct JobKey {
     pub(crate) due: Instant,
     pub(crate) seq: u64,
+}
+
+impl Drop for LockState {
+    /// A lock dropped while held (its handle gone, never released) stops
+    /// counting as held: nothing renews it any more.
+    fn drop(&mut self) {
+        if self.status() == LockStatus::Held {
+            self.metrics.held(-1);
+        }
+    }
 }

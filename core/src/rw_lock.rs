@@ -51,14 +51,14 @@ impl RwLock {
     /// push) while a writer holds it or waits ahead, for up to the options'
     /// `wait`. Errors as [`Client::acquire`].
     pub async fn read(&self, options: LockOptions) -> Result<Lock> {
-        acquire::claim(self.client.shared(), Claim::Read(self.keys.clone()), options).await
+        acquire::claim(self.client.shared(), Ok(Claim::Read(self.keys.clone())), options).await
     }
 
     /// Takes the lock for writing, alone, waiting (woken by push) while
     /// readers or another writer hold it, for up to the options' `wait`.
     /// Errors as [`Client::acquire`].
     pub async fn write(&self, options: LockOptions) -> Result<Lock> {
-        acquire::claim(self.client.shared(), Claim::Write(self.keys.clone()), options).await
+        acquire::claim(self.client.shared(), Ok(Claim::Write(self.keys.clone())), options).await
     }
 
     /// One attempt to read: `Ok(None)` when a writer holds it or waits.

@@ -61,7 +61,12 @@ impl Semaphore {
     /// Errors as [`Client::acquire`]; also [`ErrorKind::InvalidArgument`]
     /// when the nodes hold this semaphore with another number of permits.
     pub async fn acquire(&self, options: LockOptions) -> Result<Lock> {
-        acquire::claim(self.client.shared(), Claim::Permit(self.keys.clone()), options).await
+        acquire::claim(
+            self.client.shared(),
+            Ok(Claim::Permit(self.keys.clone())),
+            options,
+        )
+        .await
     }
 
     /// One attempt: `Ok(None)` when every permit is held.

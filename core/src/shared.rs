@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::RetryPolicy;
 use crate::error::{Error, ErrorKind, Result};
+use crate::metrics::ClientMetrics;
 use crate::node_set::NodeSet;
 use crate::options::LockDefaults;
 use crate::runtime;
@@ -27,6 +28,8 @@ pub(crate) struct ClientShared {
     pub(crate) startup: Startup,
     /// Push wake-ups for this client's waiters.
     pub(crate) wakeups: Wakeups,
+    /// What it counts ([`crate::Client::metrics`]).
+    pub(crate) metrics: Arc<ClientMetrics>,
     pid: u32,
     closed: AtomicBool,
     /// Raised by [`ClientShared::close`], for the work that lasts until then
@@ -41,6 +44,7 @@ impl ClientShared {
         retry: RetryPolicy,
         defaults: LockDefaults,
         connect_timeout: Duration,
+        metrics: ClientMetrics,
     ) -> Result<Self> {
         let runtime = runtime::handle()?;
         // The first connections are made where the caller runs, if on a
@@ -52,6 +56,7 @@ impl ClientShared {
             watchdog: Watchdog::start(nodes.clone(), &runtime),
             startup: Startup::spawn(nodes.clone(), &home),
             wakeups: Wakeups::new(nodes.clone(), &key_prefix)?,
+            metrics: Arc::new(metrics),
             nodes,
             key_prefix,
             retry,

@@ -27,6 +27,7 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     pub(crate) fn new(client: &Arc<ClientShared>, leave: Leave) -> Self {
+        client.metrics.waiting(1);
         Waiter {
             registration: client.wakeups.register(),
             client: client.clone(),
@@ -111,6 +112,7 @@ impl Waiter {
 
 impl Drop for Waiter {
     fn drop(&mut self) {
+        self.client.metrics.waiting(-1);
         if self.entered == 0 {
             return;
         }

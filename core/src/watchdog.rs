@@ -449,6 +449,7 @@ fn settle(
         if quorum.reached(done) && valid {
             timing.renewals += 1;
             drop(timing);
+            lock.metrics.renewed(true);
             tracing::trace!(resource = %lock.resource(), "lock renewed");
             replan(schedule, lock);
             return;
@@ -472,6 +473,7 @@ fn settle(
             Some(Ok(_)) => None,
         })
         .collect();
+    lock.metrics.renewed(false);
     tracing::warn!(resource = %lock.resource(), renewed_on = done, ?failures, "renewal failed; retrying");
     if let Some(schedule) = schedule.upgrade() {
         schedule.retry(lock, item.key, item.ttl);
@@ -496,20 +498,25 @@ mod tests {
     }
 
     fn held_lock(resource: &str, ttl: Duration) -> Arc<LockState> {
-        let renewal = RenewalPolicy {
-            auto: true,
-            max_hold: None,
-            max_renewals: None,
+        let options = crate::options::Resolved {
+            ttl,
+            wait: Duration::ZERO,
+            renewal: RenewalPolicy {
+                auto: true,
+                max_hold: None,
+                max_renewals: None,
+            },
+            fair: false,
         };
         let now = Instant::now();
         Arc::new(LockState::new(
             LockKeys::new("test:", resource).unwrap(),
             LockToken::generate().unwrap(),
             crate::Fence::bare(1),
-            ttl,
+            &options,
             crate::lease::Leases::granted([true], now, ttl),
             now + ttl,
-            renewal,
+            Arc::default(),
         ))
     }
 
