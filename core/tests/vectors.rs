@@ -239,3 +239,35 @@ fn limits_are_the_vectors() {
         vectors["token"]["bytes"].as_u64().unwrap()
     );
 }
+
+/// The metrics every front reports (design.md §8): the latency buckets and
+/// the names the `metrics` facade receives.
+#[test]
+fn metrics_are_the_vectors() {
+    let vectors = vectors();
+    let metrics = &vectors["metrics"];
+    let buckets: Vec<f64> = metrics["latency_buckets_seconds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_f64().unwrap())
+        .collect();
+    assert_eq!(buckets, fencelock::LATENCY_BUCKETS);
+    let names = &metrics["exported_names"];
+    use fencelock::metric_names as n;
+    for (field, name) in [
+        ("acquired", n::ACQUIRED),
+        ("failed", n::FAILED),
+        ("lost", n::LOST),
+        ("released", n::RELEASED),
+        ("renewals", n::RENEWALS),
+        ("renewal_failures", n::RENEWAL_FAILURES),
+        ("held", n::HELD),
+        ("waiting", n::WAITING),
+        ("acquire_latency", n::ACQUIRE_LATENCY),
+    ] {
+        assert_eq!(text(&names[field]), name, "{field}");
+    }
+    let fields: Vec<&str> = metrics["fields"].as_array().unwrap().iter().map(text).collect();
+    assert_eq!(fields.len(), 9);
+}
