@@ -274,6 +274,13 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "permits")]
     pub write: bool,
 
+    /// Serve this client's metrics (acquisitions, failures, losses, renewals, held,
+    /// waiting, acquire latency) in the Prometheus text format at
+    /// http://HOST:PORT/metrics while fencelock runs; port 0 picks a free port (the
+    /// address is printed on stderr).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+
     /// After the lock is lost: how long CMD has between SIGTERM and SIGKILL.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub grace: Duration,

@@ -6,6 +6,7 @@ mod child;
 mod connect;
 mod elect;
 mod exit;
+mod metrics_endpoint;
 mod run;
 mod signals;
 mod status;

@@ -794,3 +794,65 @@ fn read_and_write_runs_share_a_read_write_lock() {
     let both = output(&nodes, &["run", "--read", "--write", "doc", "--", "true"]);
     assert_eq!(code(&both), 2, "{}", text(&both.stderr));
 }
+
+/// `run --metrics-addr 127.0.0.1:0`: the address is printed, and a real
+/// HTTP client scraping it while the command runs reads the Prometheus
+/// text with this run's acquisition and the lock held; anything but
+/// /metrics is a 404.
+#[test]
+fn run_serves_its_metrics_while_it_runs() {
+    use std::io::{BufRead, BufReader};
+    let nodes = start_nodes(1);
+    let mut run = fencelock(
+        &nodes,
+        &[
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "scraped",
+            "--",
+            "sleep",
+            "3",
+        ],
+    )
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("run fencelock");
+    let stderr = BufReader::new(run.stderr.take().unwrap());
+    let mut lines = stderr.lines().map_while(Result::ok);
+    let url = lines
+        .find_map(|line| line.strip_prefix("fencelock: metrics on ").map(str::to_owned))
+        .expect("the metrics address is printed");
+    assert!(
+        common::eventually(Duration::from_secs(10), || key_exists(&nodes[0], "scraped")),
+        "the run never took the lock"
+    );
+    let body = ureq::get(&url)
+        .call()
+        .expect("scrape")
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(body.contains("fencelock_acquired_total 1"), "{body}");
+    assert!(body.contains("fencelock_held 1"), "{body}");
+    assert!(
+        body.contains("fencelock_acquire_latency_seconds_count 1"),
+        "{body}"
+    );
+    let missing = ureq::get(url.replace("/metrics", "/other")).call();
+    assert!(
+        matches!(missing, Err(ureq::Error::StatusCode(404))),
+        "{missing:?}"
+    );
+    assert!(run.wait().unwrap().success());
+    let taken = output(
+        &nodes,
+        &["run", "--metrics-addr", "not an address", "x", "--", "true"],
+    );
+    assert_eq!(code(&taken), 2, "{}", text(&taken.stderr));
+    assert!(
+        text(&taken.stderr).contains("--metrics-addr"),
+        "{}",
+        text(&taken.stderr)
+    );
+}
