@@ -8,24 +8,14 @@ use redis::aio::MultiplexedConnection;
 
 use crate::measure::{CYCLE_TTL, CycleResult};
 
-/// The compare-and-delete release of the floor (the same script as fencelock's;
-/// [`protocol_sha`] checks the copy).
-const RELEASE_SCRIPT: &str = r#"
+/// The bare floor's release: a compare-and-delete and nothing else.
+const BARE_RELEASE: &str = r#"
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
   redis.call('DEL', KEYS[1])
   return 1
 end
 if current == false then return -1 end
-return 0
-"#;
-
-/// fencelock's acquire script (`core/src/scripts.rs`), run by the fenced floor
-/// ([`protocol_sha`] checks the copy).
-const ACQUIRE_SCRIPT: &str = r#"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
-end
 return 0
 "#;
 
@@ -56,8 +46,13 @@ impl Floor {
                 .get_multiplexed_async_connection()
                 .await
                 .expect("connect the floor to a node");
-            acquire_sha = load_script(&mut connection, ACQUIRE_SCRIPT, "ACQUIRE").await;
-            release_sha = load_script(&mut connection, RELEASE_SCRIPT, "RELEASE").await;
+            (acquire_sha, release_sha) = match acquire {
+                FloorAcquire::Set => (String::new(), load(&mut connection, BARE_RELEASE).await),
+                FloorAcquire::FencingScript => (
+                    load_protocol_script(&mut connection, "3.1 ACQUIRE", "ACQUIRE").await,
+                    load_protocol_script(&mut connection, "3.2 RELEASE", "RELEASE").await,
+                ),
+            };
             connections.push(connection);
         }
         Arc::new(Floor {
@@ -88,25 +83,45 @@ impl Floor {
             }
             FloorAcquire::FencingScript => {
                 let key = format!("fenced-floor:{{{key}}}");
+                // ACQUIRE as a try (no waiter): KEYS lock, fence, queue, leases.
                 let acquire = redis::cmd("EVALSHA")
                     .arg(&self.acquire_sha)
-                    .arg(2)
+                    .arg(4)
                     .arg(&key)
                     .arg(format!("{key}:fence"))
+                    .arg(format!("{key}:queue"))
+                    .arg(format!("{key}:leases"))
                     .arg(&token)
                     .arg(&ttl_ms)
+                    .arg("")
+                    .arg("0")
+                    .arg("1000")
+                    .arg("0")
                     .clone();
                 self.everywhere(&acquire, |reply| matches!(reply, Value::Int(n) if *n >= 1))
                     .await?;
                 key
             }
         };
-        let release = redis::cmd("EVALSHA")
-            .arg(&self.release_sha)
-            .arg(1)
-            .arg(&key)
-            .arg(&token)
-            .clone();
+        let release = match self.acquire {
+            FloorAcquire::Set => redis::cmd("EVALSHA")
+                .arg(&self.release_sha)
+                .arg(1)
+                .arg(&key)
+                .arg(&token)
+                .clone(),
+            // RELEASE with a hand-off, as a holder's: KEYS lock, queue, leases.
+            FloorAcquire::FencingScript => redis::cmd("EVALSHA")
+                .arg(&self.release_sha)
+                .arg(3)
+                .arg(&key)
+                .arg(format!("{key}:queue"))
+                .arg(format!("{key}:leases"))
+                .arg(&token)
+                .arg("200")
+                .arg("1")
+                .clone(),
+        };
         self.everywhere(&release, |reply| matches!(reply, Value::Int(1)))
             .await
     }
@@ -129,20 +144,29 @@ impl Floor {
     }
 }
 
-/// Loads the floor's copy of protocol script `name`; refuses a copy that is
-/// no longer the protocol's, which would measure something else.
-async fn load_script(connection: &mut MultiplexedConnection, script: &str, name: &str) -> String {
-    let sha: String = redis::cmd("SCRIPT")
+/// Loads `script`; returns its SHA1.
+async fn load(connection: &mut MultiplexedConnection, script: &str) -> String {
+    redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(script)
         .query_async(connection)
         .await
-        .expect("SCRIPT LOAD");
-    assert_eq!(
-        sha,
-        protocol_sha(name),
-        "the bench's copy of {name} differs from tests/vectors/protocol.json: copy it from core/src/scripts.rs"
-    );
+        .expect("SCRIPT LOAD")
+}
+
+/// Loads protocol script `name` as docs/protocol.md prints it under
+/// `heading` (the document core's tests hold to the code), and checks its
+/// SHA1 against tests/vectors/protocol.json: the fenced floor runs exactly
+/// the protocol's scripts, with no copy here to fall behind.
+async fn load_protocol_script(connection: &mut MultiplexedConnection, heading: &str, name: &str) -> String {
+    let doc = include_str!("../../../docs/protocol.md");
+    let section = &doc[doc
+        .find(&format!("### {heading}"))
+        .unwrap_or_else(|| panic!("docs/protocol.md has no section {heading}"))..];
+    let start = section.find("```lua").expect("a lua block") + "```lua".len();
+    let end = start + section[start..].find("```").expect("the end of the lua block");
+    let sha = load(connection, &section[start..end]).await;
+    assert_eq!(sha, protocol_sha(name), "docs/protocol.md's {name} differs from the vectors");
     sha
 }
 

@@ -9,12 +9,12 @@
 //!    `redis` crate (one multiplexed connection per node; `SET key val NX PX
 //!    ttl`, then an `EVALSHA` compare-and-delete; on 5 nodes both steps go to
 //!    every node in parallel and wait for all). Beside it a second bare
-//!    client, the FENCED FLOOR, acquires with fencelock's acquire script
-//!    instead (`SET NX PX` and the fencing `INCR` in one `EVALSHA`, as the
-//!    protocol requires): the gap between the two floors is what issuing a
-//!    fencing token atomically with the grant costs Redis, which no client
-//!    can avoid; the gap between the fenced floor and fencelock is what our
-//!    client adds. The three alternate in rounds so that background load
+//!    client, the FENCED FLOOR, acquires and releases with the protocol's
+//!    own ACQUIRE and RELEASE scripts, read from docs/protocol.md (the
+//!    fencing `INCR` with the grant, the waiters' queue, the hand-off): the
+//!    gap between the two floors is what the protocol's scripts cost Redis,
+//!    which no client can avoid; the gap between the fenced floor and
+//!    fencelock is what our client adds. The three alternate in rounds so that background load
 //!    hits all alike. Beside each row, the CPU time this process and the
 //!    redis-servers spent per cycle: on a small machine where client and
 //!    nodes share the cores, that is what bounds throughput.
