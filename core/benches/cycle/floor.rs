@@ -166,7 +166,11 @@ async fn load_protocol_script(connection: &mut MultiplexedConnection, heading: &
     let start = section.find("```lua").expect("a lua block") + "```lua".len();
     let end = start + section[start..].find("```").expect("the end of the lua block");
     let sha = load(connection, &section[start..end]).await;
-    assert_eq!(sha, protocol_sha(name), "docs/protocol.md's {name} differs from the vectors");
+    assert_eq!(
+        sha,
+        protocol_sha(name),
+        "docs/protocol.md's {name} differs from the vectors"
+    );
     sha
 }
 
