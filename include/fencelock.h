@@ -28,6 +28,10 @@
  * - Times: milliseconds as uint64_t. A ttl must be FENCELOCK_MIN_TTL_MS (10)
  *   to FENCELOCK_MAX_TTL_MS (INT32_MAX) ms. All limits are macros below, and
  *   fencelock_get_limits() gives the loaded library's.
+ * - Snapshot structs the caller owns (fencelock_metrics) start with a `size`
+ *   field: set it to sizeof the struct before the call. fencelock writes no
+ *   byte past it and sets it to what it wrote, so the struct can grow (fields
+ *   are only appended) without breaking callers built against this header.
  * - Release (network) is separate from free (memory): free a lock after
  *   releasing it; freeing a held lock stops its renewal and lets the key expire.
  * - Blocking: functions without _async may block for network round trips; each
@@ -135,6 +139,30 @@
  * Most permits a semaphore may have (`fencelock_semaphore_acquire`).
  */
 #define FENCELOCK_MAX_PERMITS 256
+
+/**
+ * How many acquire-latency buckets a snapshot has
+ * ([`fencelock_latency_buckets`] gives their bounds).
+ */
+#define FENCELOCK_LATENCY_BUCKET_COUNT 14
+
+/**
+ * Room for failure counts in `fencelock_metrics::failed`: one per error
+ * kind, with room for kinds a later version adds.
+ */
+#define FENCELOCK_METRICS_MAX_KINDS 32
+
+/**
+ * Room for loss counts in `fencelock_metrics::lost`: one per loss reason,
+ * with room for reasons a later version adds.
+ */
+#define FENCELOCK_METRICS_MAX_REASONS 16
+
+/**
+ * `latency_p50_ns` / `latency_p99_ns` when there is no estimate: no
+ * acquire timed yet, or the quantile lies past the last bucket (over 10 s).
+ */
+#define FENCELOCK_LATENCY_NONE UINT64_MAX
 
 /**
  * The result of every fallible function. Values are stable and grouped:
@@ -576,6 +604,129 @@ typedef struct fencelock_limits {
  * callbacks of the process wait.
  */
 typedef void (*fencelock_lost_callback)(void *user_data, fencelock_loss_reason reason);
+
+/**
+ * The acquisitions that failed with one error kind.
+ */
+typedef struct fencelock_failure_count {
+  /**
+   * The error kind, as the status an acquire returns for it.
+   */
+  fencelock_status kind;
+  /**
+   * How many acquisitions failed with it.
+   */
+  uint64_t count;
+} fencelock_failure_count;
+
+/**
+ * The held locks lost for one reason.
+ */
+typedef struct fencelock_loss_count {
+  /**
+   * The reason.
+   */
+  fencelock_loss_reason reason;
+  /**
+   * How many held locks were lost for it.
+   */
+  uint64_t count;
+} fencelock_loss_count;
+
+/**
+ * A snapshot of what one client has counted since it was made (design.md
+ * §8), filled in by [`fencelock_client_metrics`]. Acquisitions count every
+ * acquire of the client: locks, semaphore permits, read and write grants
+ * and campaigns, blocking or `_async`.
+ *
+ * Owned by the caller (on the stack is fine); fencelock keeps no pointer
+ * to it. Plain data: copy it, read it from any thread.
+ *
+ * Set `size` before the call (`fencelock_metrics m = {.size = sizeof m};`,
+ * which also zeroes the rest): fencelock writes at most `size` bytes and
+ * sets `size` to how many it wrote. Fields are only ever appended, so
+ * every field that ends within the returned `size` is filled in.
+ *
+ * Durations are nanoseconds.
+ */
+typedef struct fencelock_metrics {
+  /**
+   * In: `sizeof(fencelock_metrics)` as the caller knows it. Out: the
+   * bytes fencelock wrote (the smaller of that and its own size).
+   */
+  size_t size;
+  /**
+   * Acquisitions that returned a lock, a permit or a grant.
+   */
+  uint64_t acquired;
+  /**
+   * Releases that succeeded (a release of a lock no longer held is none).
+   */
+  uint64_t released;
+  /**
+   * Automatic renewals that succeeded.
+   */
+  uint64_t renewals;
+  /**
+   * Automatic renewals that failed (retried until the lock is lost).
+   */
+  uint64_t renewal_failures;
+  /**
+   * Gauge: locks held now (not released, lost or freed).
+   */
+  uint64_t held;
+  /**
+   * Gauge: acquire calls waiting in a lock's queue now.
+   */
+  uint64_t waiting;
+  /**
+   * How many entries of `failed` are filled in: one per error kind of
+   * the library, zeros included (at most `FENCELOCK_METRICS_MAX_KINDS`).
+   */
+  size_t n_failed;
+  /**
+   * Failed acquisitions by error kind, in the order of the kinds'
+   * numbers; [`fencelock_metrics_failed`] looks one up. A refused
+   * `fencelock_try_acquire` is `FENCELOCK_STATUS_NOT_ACQUIRED`; a
+   * cancelled `_async` acquire is `FENCELOCK_STATUS_CANCELLED`. Entries
+   * from `n_failed` on are `{FENCELOCK_STATUS_OK, 0}`.
+   */
+  struct fencelock_failure_count failed[FENCELOCK_METRICS_MAX_KINDS];
+  /**
+   * How many entries of `lost` are filled in: one per loss reason, zeros
+   * included (at most `FENCELOCK_METRICS_MAX_REASONS`).
+   */
+  size_t n_lost;
+  /**
+   * Held locks lost, by reason; [`fencelock_metrics_lost`] looks one up.
+   * Entries from `n_lost` on are `{FENCELOCK_LOSS_OTHER, 0}`.
+   */
+  struct fencelock_loss_count lost[FENCELOCK_METRICS_MAX_REASONS];
+  /**
+   * Acquire calls timed (every acquisition and every failure).
+   */
+  uint64_t latency_count;
+  /**
+   * Their total duration, in nanoseconds.
+   */
+  uint64_t latency_sum_ns;
+  /**
+   * Cumulative: `latency_buckets[i]` acquire calls took at most
+   * [`fencelock_latency_buckets`]`()[i]` ns (as Prometheus counts); the
+   * other `latency_count - latency_buckets[FENCELOCK_LATENCY_BUCKET_COUNT - 1]`
+   * took longer than the last bound.
+   */
+  uint64_t latency_buckets[FENCELOCK_LATENCY_BUCKET_COUNT];
+  /**
+   * Estimated median acquire latency in ns: the upper bound of the
+   * bucket it falls in, or `FENCELOCK_LATENCY_NONE`.
+   */
+  uint64_t latency_p50_ns;
+  /**
+   * Estimated 99th-percentile acquire latency in ns, as `latency_p50_ns`.
+   */
+  uint64_t latency_p99_ns;
+} fencelock_metrics;
 
 /**
  * A leader of an election: its epoch (its fencing token, greater than every
@@ -1226,6 +1377,70 @@ fencelock_status fencelock_lock_options_set_max_renewals(struct fencelock_lock_o
  * `options` is NULL or live.
  */
 fencelock_status fencelock_lock_options_set_fair(struct fencelock_lock_options *options, bool fair);
+
+/**
+ * The upper bounds of the acquire-latency buckets, in nanoseconds,
+ * ascending: `FENCELOCK_LATENCY_BUCKET_COUNT` values (0.5 ms to 10 s, the
+ * `latency_buckets_seconds` every front shares).
+ *
+ * Ownership: a static array; never free or modify it. Never NULL. Never
+ * blocks; thread-safe.
+ */
+const uint64_t *fencelock_latency_buckets(void);
+
+/**
+ * Fills `*out` with what `client` has counted so far.
+ *
+ * * `client`: borrowed for the call. A client's counters start at zero
+ *   and are its own: two clients in one process count separately.
+ * * `out`: caller-owned, with `out->size` set to `sizeof(fencelock_metrics)`
+ *   (other fields need not be initialised; bytes past `size` are never
+ *   touched). Written only on success; then `out->size` is the number of
+ *   bytes written.
+ * * `error`: NULL, or receives detail on failure.
+ *
+ * Fails with `FENCELOCK_STATUS_NULL_ARGUMENT` when `client` or `out` is
+ * NULL, and `FENCELOCK_STATUS_INVALID_ARGUMENT` when `out->size` is smaller
+ * than the first version of the struct (an unset `size`).
+ *
+ * Never blocks and does no I/O: it reads the client's counters, each on
+ * its own, so a snapshot taken while locks come and go may mix moments
+ * (`held` counted before an acquisition it includes, say). Thread-safe;
+ * may be called from callbacks.
+ *
+ * # Safety
+ * `client` is NULL or live; `out` is NULL or points to `out->size`
+ * writable bytes, aligned for `fencelock_metrics`; `error` is NULL or writable.
+ */
+fencelock_status fencelock_client_metrics(const struct fencelock_client *client,
+                                          struct fencelock_metrics *out,
+                                          struct fencelock_error **error);
+
+/**
+ * The acquisitions of `metrics` that failed with `kind` (a
+ * `fencelock_status` value such as `FENCELOCK_STATUS_NOT_ACQUIRED`); 0 for
+ * a status that is no error kind, and when `metrics` is NULL.
+ *
+ * Takes an `int32_t` rather than the enum so any value is safe to pass.
+ * Never blocks; thread-safe.
+ *
+ * # Safety
+ * `metrics` is NULL or was filled in by [`fencelock_client_metrics`].
+ */
+uint64_t fencelock_metrics_failed(const struct fencelock_metrics *metrics, int32_t kind);
+
+/**
+ * The held locks of `metrics` lost for `reason` (a `fencelock_loss_reason`
+ * value such as `FENCELOCK_LOSS_DELETED`); 0 for an unknown reason, and
+ * when `metrics` is NULL.
+ *
+ * Takes an `int32_t` rather than the enum so any value is safe to pass.
+ * Never blocks; thread-safe.
+ *
+ * # Safety
+ * `metrics` is NULL or was filled in by [`fencelock_client_metrics`].
+ */
+uint64_t fencelock_metrics_lost(const struct fencelock_metrics *metrics, int32_t reason);
 
 /**
  * Follows the election `name`: the current leader, then each new one as it
