@@ -20,6 +20,7 @@ use crate::election::AsyncLeadership;
 use crate::errors::core_error;
 use crate::fence::fenced_args;
 use crate::lock::{AsyncLock, LockInner};
+use crate::metrics::metrics_py;
 use crate::observe::AsyncObservation;
 use crate::rt::{self, Deferred};
 use crate::rw_lock::{self, AsyncRwLock};
@@ -209,6 +210,12 @@ impl AsyncClient {
         asyncio::awaitable(py, async move {
             Deferred::result(client.inspect(&resource).await, inspect_py)
         })
+    }
+
+    /// What this client counted, as `Client.metrics()` gives it: a plain
+    /// dict, at once (not a coroutine: no I/O).
+    fn metrics(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        metrics_py(py, self.inner.metrics())
     }
 
     /// The nodes, as URLs without passwords.

@@ -7,7 +7,8 @@
 //! bridge, driven by that same runtime. Leader election (`campaign`,
 //! `observe`) hands out leaderships built on the lock classes, counting
 //! semaphores (`semaphore`) hand out their permits as locks, and read-write
-//! locks (`rw_lock`) their readers' and writers' grants. The exception
+//! locks (`rw_lock`) their readers' and writers' grants; `metrics()` gives
+//! a client's counters as a dict. The exception
 //! classes are plain Python (`fencelock/_errors.py`).
 
 mod args;
@@ -22,6 +23,7 @@ mod election;
 mod errors;
 mod fence;
 mod lock;
+mod metrics;
 mod observe;
 mod rt;
 mod rw_lock;
@@ -89,6 +91,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_HOLDER_ID", fencelock::MAX_HOLDER_ID)?;
     m.add("MAX_LEADER_VALUE", fencelock::MAX_LEADER_VALUE)?;
     m.add("MAX_PERMITS", fencelock::MAX_PERMITS)?;
+    m.add("METRIC_NAMES", metrics::metric_names(m.py())?)?;
+    m.add("LATENCY_BUCKETS", metrics::latency_buckets(m.py())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -18,6 +18,7 @@ use crate::election::Leadership;
 use crate::errors::core_error;
 use crate::fence::fenced_args;
 use crate::lock::{Lock, LockInner};
+use crate::metrics::metrics_py;
 use crate::observe::Observation;
 use crate::rt;
 use crate::rw_lock::{self, RwLock};
@@ -200,6 +201,18 @@ impl Client {
         let states =
             rt::wait(py, async move { client.inspect(&resource).await })?.map_err(|e| core_error(py, e))?;
         inspect_py(py, states)
+    }
+
+    /// What this client counted since it was made, as a plain dict (no I/O):
+    /// `acquired`, `failed` (error kind -> count, every kind), `lost`
+    /// (loss reason -> count, every reason), `released`, `renewals`,
+    /// `renewal_failures`, the gauges `held` and `waiting`, and
+    /// `acquire_latency` (`count`, `sum` in seconds, `buckets` as
+    /// `(upper bound in seconds, cumulative count)` tuples, `p50` and `p99`
+    /// in seconds or None). Every acquire call counts, permits and read-write
+    /// grants included; a refused `try_acquire` counts as failed `not_acquired`.
+    fn metrics(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        metrics_py(py, self.inner.metrics())
     }
 
     /// The nodes, as URLs without passwords.

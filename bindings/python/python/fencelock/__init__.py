@@ -22,6 +22,12 @@ Read-write locks: ``client.rw_lock(name)`` returns a :class:`RwLock` held by any
 readers or by one writer; ``with rw.read(ttl=, wait=) as lock:`` and
 ``with rw.write(ttl=, wait=) as lock:`` hold it (each grant a :class:`Lock`).
 
+Metrics: ``client.metrics()`` returns what the client counted as a plain dict
+(:class:`Metrics`: acquisitions, failures by kind, losses by reason, releases,
+renewals, the locks held and the calls waiting, an acquire-latency histogram);
+``fencelock.prometheus.Collector`` exports it through ``prometheus_client``
+(``pip install 'fencelock[prometheus]'``), under the names of :data:`METRIC_NAMES`.
+
 Forking: a client made before ``fork()`` raises :class:`ClosedError` in
 the child. Create clients after forking (in each multiprocessing worker, or in
 gunicorn's ``post_fork`` hook), or use the ``spawn`` start method.
@@ -58,7 +64,9 @@ from ._errors import (
 from ._errors import (
     CancelledError as CancelledError,
 )
+from ._metrics import AcquireLatency, Metrics
 from ._native import (
+    LATENCY_BUCKETS,
     MAX_DRIFT_FACTOR,
     MAX_FENCING_TOKEN,
     MAX_HOLDER_ID,
@@ -68,6 +76,7 @@ from ._native import (
     MAX_RESOURCE_LEN,
     MAX_TTL,
     MAX_WAIT,
+    METRIC_NAMES,
     MIN_TTL,
     AsyncClient,
     AsyncLeadership,
@@ -96,6 +105,7 @@ from ._native import (
 atexit.register(settle)
 
 __all__ = [
+    "AcquireLatency",
     "AsyncClient",
     "AsyncLeadership",
     "AsyncLock",
@@ -113,6 +123,7 @@ __all__ = [
     # would shadow asyncio.CancelledError, which a cancelled task raises.
     "InternalError",
     "InvalidArgumentError",
+    "LATENCY_BUCKETS",
     "Lock",
     "Leader",
     "Leadership",
@@ -129,7 +140,9 @@ __all__ = [
     "MAX_RESOURCE_LEN",
     "MAX_TTL",
     "MAX_WAIT",
+    "METRIC_NAMES",
     "MIN_TTL",
+    "Metrics",
     "NodeReport",
     "NotAcquiredError",
     "NotHeldError",

@@ -7,6 +7,8 @@ from typing import Any, Literal, Optional, Union, final, type_check_only
 
 from typing_extensions import Self, TypedDict, Unpack, disjoint_base
 
+from ._metrics import Metrics
+
 _Seconds = Union[int, float, datetime.timedelta]
 """A duration in seconds (int or float), or a ``timedelta``."""
 
@@ -85,6 +87,12 @@ MAX_LEADER_VALUE: int
 """Longest value a leader may announce, in bytes."""
 MAX_PERMITS: int
 """Most permits a semaphore may have (256)."""
+METRIC_NAMES: dict[str, str]
+"""Each key of ``client.metrics()`` -> the name it is exported under (Prometheus
+style: ``fencelock_acquired_total``, ``fencelock_held``, ...), as the Rust core's
+``metrics`` facade and ``fencelock.prometheus.Collector`` report it."""
+LATENCY_BUCKETS: tuple[float, ...]
+"""The upper bounds of the acquire-latency buckets, in seconds."""
 __version__: str
 __all__ = [
     "AsyncClient",
@@ -96,6 +104,7 @@ __all__ = [
     "AsyncSemaphore",
     "Client",
     "Fence",
+    "LATENCY_BUCKETS",
     "Leader",
     "Leadership",
     "Lock",
@@ -111,6 +120,7 @@ __all__ = [
     "MAX_RESOURCE_LEN",
     "MAX_TTL",
     "MAX_WAIT",
+    "METRIC_NAMES",
     "MIN_TTL",
     "RwLock",
     "Semaphore",
@@ -534,6 +544,8 @@ class Client:
     def fenced_set(self, key: str, value: str, fence: _FenceArg) -> None: ...
     def fenced_get(self, key: str) -> Optional[tuple[str, int]]: ...
     def inspect(self, resource: str) -> list[dict[str, Any]]: ...
+    def metrics(self) -> Metrics:
+        """What this client counted since it was made, as a plain dict (no I/O)."""
     @property
     def nodes(self) -> list[str]: ...
     @property
@@ -597,6 +609,8 @@ class AsyncClient:
     def fenced_set(self, key: str, value: str, fence: _FenceArg) -> Coroutine[Any, Any, None]: ...
     def fenced_get(self, key: str) -> Coroutine[Any, Any, Optional[tuple[str, int]]]: ...
     def inspect(self, resource: str) -> Coroutine[Any, Any, list[dict[str, Any]]]: ...
+    def metrics(self) -> Metrics:
+        """What this client counted, as ``Client.metrics()`` (a dict at once: no I/O)."""
     @property
     def nodes(self) -> list[str]: ...
     @property
