@@ -107,3 +107,40 @@ def test_limits_are_the_vectors() -> None:
     assert fencelock.MAX_FENCING_TOKEN == limits["max_fencing_token"]
     assert fencelock.MAX_HOLDER_ID == limits["max_holder_id"]
     assert fencelock.MAX_PERMITS == limits["max_permits"]
+
+
+def test_metrics_are_the_vectors(url: str) -> None:
+    table = VECTORS["metrics"]
+    with fencelock.Client([url]) as client:
+        snapshot = client.metrics()
+    assert list(snapshot) == table["fields"]
+    assert list(fencelock.AsyncClient([url]).metrics()) == table["fields"]
+    assert list(fencelock.Metrics.__annotations__) == table["fields"]
+    assert list(snapshot["failed"]) == [e["name"] for e in VECTORS["error_kinds"]]
+    assert list(snapshot["lost"]) == [r["name"] for r in VECTORS["loss_reasons"]]
+    buckets = table["latency_buckets_seconds"]
+    assert list(fencelock.LATENCY_BUCKETS) == buckets
+    assert [bound for bound, _ in snapshot["acquire_latency"]["buckets"]] == buckets
+    assert fencelock.METRIC_NAMES == table["exported_names"]
+
+
+def test_the_prometheus_collector_exports_the_vector_names(url: str) -> None:
+    from fencelock.prometheus import Collector
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    with fencelock.Client([url]) as client:
+        registry.register(Collector(client))
+        text = generate_latest(registry).decode()
+    exported = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+    assert exported == [
+        VECTORS["metrics"]["exported_names"][f] for f in VECTORS["metrics"]["fields"]
+    ]
+    histogram = VECTORS["metrics"]["exported_names"]["acquire_latency"]
+    les = [
+        line.split('le="')[1].split('"')[0]
+        for line in text.splitlines()
+        if line.startswith(f"{histogram}_bucket")
+    ]
+    assert [float(le) for le in les[:-1]] == VECTORS["metrics"]["latency_buckets_seconds"]
+    assert les[-1] == "+Inf"
