@@ -176,6 +176,15 @@ export declare class Client implements AsyncDisposable {
    */
   rwLock(name: string): RwLock
   /**
+   * What this client counted since it was made, as a plain object: a
+   * snapshot taken at once (no I/O; also after `close()`). Every acquire
+   * call counts, permits and read-write grants included: a refused
+   * `tryAcquire` as a failure of kind `not_acquired`, a wait stopped by its
+   * `AbortSignal` as `cancelled`. `fencelock/prometheus` reports it in a
+   * prom-client registry.
+   */
+  metrics(): Metrics
+  /**
    * Refuses new operations from now on (they reject with `ClosedError`) and
    * ends every open observation; held locks and leaderships can still be
    * released. Nothing the client made keeps the process alive afterwards.
@@ -183,6 +192,55 @@ export declare class Client implements AsyncDisposable {
   close(): Promise<void>
   /** Same as `close()`, for `await using client = new Client(…)`. */
   [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * How long acquire calls took (successful or not), in ms, from
+ * `client.metrics().acquireLatency`.
+ */
+export interface AcquireLatency {
+  /** How many acquire calls were timed. */
+  count: number
+  /** Their total duration, in ms. */
+  sum: number
+  /**
+   * `[upper bound in ms, how many took at most that long]` for each of
+   * `LATENCY_BUCKETS_MS`: cumulative counts, as Prometheus counts them; the
+   * rest (`count` minus the last) took longer than the last bound.
+   */
+  buckets: Array<[number, number]>
+  /** The median estimated from the buckets (the upper bound of the bucket it falls in), in ms; `null` with nothing timed or past the last bucket. */
+  p50: number | null
+  /** The 99th percentile, estimated as `p50` is, in ms. */
+  p99: number | null
+}
+
+/**
+ * What a client counted since it was made (`client.metrics()`). The fields
+ * are the other fronts' (Python's `renewal_failures` is `renewalFailures`
+ * here); the keys of `failed` and `lost` are the core's names, as in
+ * `FenceLockError#kind` and `LockLostError#reason`. Counters only grow;
+ * `held` and `waiting` are gauges (the value now).
+ */
+export interface Metrics {
+  /** Acquire calls that returned a lock, a permit or a read or write grant. */
+  acquired: number
+  /** Acquire calls that failed, per error kind (`'not_acquired'`, `'timeout'`, `'cancelled'`, …: every kind, zeros included). */
+  failed: Record<string, number>
+  /** Held locks lost, per reason (`'deleted'`, `'taken_over'`, `'unreachable'`, `'expired'`: every reason, zeros included). */
+  lost: Record<string, number>
+  /** Releases that succeeded (a release that finds the lock lost does not count). */
+  released: number
+  /** Automatic renewals that succeeded. */
+  renewals: number
+  /** Automatic renewals that failed (retried until the lock is lost). */
+  renewalFailures: number
+  /** Locks, permits and grants held now. */
+  held: number
+  /** Acquire calls waiting for a lock to be free now. */
+  waiting: number
+  /** How long acquire calls took, in ms. */
+  acquireLatency: AcquireLatency
 }
 
 /**
@@ -413,5 +471,17 @@ export declare const MAX_LEADER_VALUE: number
 export declare const MAX_PERMITS: number
 /** The largest fencing token handed out (2n**53n-1n). */
 export declare const MAX_FENCING_TOKEN: bigint
+/**
+ * Each field of `client.metrics()` → the name it is exported under
+ * (Prometheus style), as `fencelock/prometheus` and the Rust core's
+ * `metrics` facade report it: `fencelock_acquired_total`,
+ * `fencelock_failed_total` (label `kind`), `fencelock_lost_total` (label
+ * `reason`), `fencelock_released_total`, `fencelock_renewals_total`,
+ * `fencelock_renewal_failures_total`, `fencelock_held`, `fencelock_waiting`
+ * and `fencelock_acquire_latency_seconds` (a histogram, in seconds).
+ */
+export declare const METRIC_NAMES: Readonly<Record<keyof Metrics, string>>
+/** The upper bounds of the acquire-latency buckets, in ms (0.5 to 10000). */
+export declare const LATENCY_BUCKETS_MS: readonly number[]
 /** The version of the native addon. */
 export declare const VERSION: string

@@ -9,7 +9,7 @@
  * The API itself is in `lib/`:
  *
  * - `lib/client.js`: `Client` (acquire, tryAcquire, using, campaign, observe,
- *   semaphore, rwLock, fenced writes, close).
+ *   semaphore, rwLock, fenced writes, metrics, close).
  * - `lib/lock.js`: `Lock` (its lazy `AbortSignal`, `Symbol.asyncDispose`), and
  *   `cancellable`, a wait under an `AbortSignal`.
  * - `lib/semaphore.js`: `Semaphore`, whose permits are `Lock`s.
@@ -17,6 +17,9 @@
  * - `lib/leadership.js`: `Leadership`, the `Lock` a won campaign holds.
  * - `lib/observation.js`: `Observation`, the async iterable of an election's leaders.
  * - `lib/fence.js`: `Fence`, what a fenced write carries.
+ * - `lib/metrics.js`: what `Client#metrics()` returns, `METRIC_NAMES` and
+ *   `LATENCY_BUCKETS_MS` (`prometheus.js`, the `fencelock/prometheus` module,
+ *   reports them in a prom-client registry).
  * - `lib/errors.js`: the error classes; `lib/make-error.js`: `makeError`, which the addon calls.
  * - `lib/lost.js`: the `LockLostError` a lost lock's signal aborts with, and
  *   the warning when a lost-lock callback throws.
@@ -40,6 +43,7 @@ const { Observation } = require('./lib/observation.js')
 const { Semaphore } = require('./lib/semaphore.js')
 const { RwLock } = require('./lib/rw-lock.js')
 const { Client } = require('./lib/client.js')
+const { METRIC_NAMES, LATENCY_BUCKETS_MS } = require('./lib/metrics.js')
 
 native.init(makeError, reportError, keepPolling)
 
@@ -78,5 +82,7 @@ module.exports = {
   MAX_DRIFT_FACTOR,
   MAX_LEADER_VALUE,
   MAX_PERMITS,
+  METRIC_NAMES,
+  LATENCY_BUCKETS_MS,
   VERSION,
 }

@@ -78,6 +78,8 @@ export declare class NativeClient {
   fencedGet(key: string): Promise<FencedValue | null>
   /** Each node's view of `resource`. */
   inspect(resource: string): Promise<NodeLockState[]>
+  /** The core's snapshot of what this client counted (no I/O; also after `close`). */
+  metrics(): NativeMetrics
   /**
    * Refuses new operations from now on and ends every observation this
    * client started (the core ends them: a pending `next()` resolves
@@ -236,6 +238,12 @@ export interface FencedValue {
  */
 export declare function init(makeError: (kind: string, message: string, resource: string | null, nodes: string[][]) => Error, reportError: (error: unknown) => void, keepPolling: () => void): void
 
+/**
+ * The upper bounds of the acquire-latency buckets, in ms (`index.js`
+ * exports them as `LATENCY_BUCKETS_MS`).
+ */
+export declare function latencyBucketsMs(): Array<number>
+
 /** A leader, as observers learn of it. */
 export interface Leader {
   /** The value the leader announced (`options.value` of its campaign). */
@@ -334,6 +342,72 @@ export declare function lockWatchLost(handle: unknown, callback: (reason: string
  * itself for a reason this version does not know.
  */
 export declare function lossReasonText(name: string): string
+
+/** The core's metric names (`index.js` exports them as `METRIC_NAMES`). */
+export declare function metricNames(): MetricNames
+
+/**
+ * The names under which each field of `Client#metrics()` is exported
+ * (Prometheus style), as the Rust core's `metrics` facade receives them.
+ */
+export interface MetricNames {
+  /** Counter: `fencelock_acquired_total`. */
+  acquired: string
+  /** Counter with the label `kind`: `fencelock_failed_total`. */
+  failed: string
+  /** Counter with the label `reason`: `fencelock_lost_total`. */
+  lost: string
+  /** Counter: `fencelock_released_total`. */
+  released: string
+  /** Counter: `fencelock_renewals_total`. */
+  renewals: string
+  /** Counter: `fencelock_renewal_failures_total`. */
+  renewalFailures: string
+  /** Gauge: `fencelock_held`. */
+  held: string
+  /** Gauge: `fencelock_waiting`. */
+  waiting: string
+  /** Histogram, in seconds: `fencelock_acquire_latency_seconds`. */
+  acquireLatency: string
+}
+
+/** A count for one error kind or loss reason. */
+export interface NamedCount {
+  /** The core's stable name of the kind or reason (`"not_acquired"`, `"deleted"`, …). */
+  name: string
+  /** How many. */
+  count: number
+}
+
+/** The core's snapshot of a client's counters, flat (`lib/metrics.js` shapes it). */
+export interface NativeMetrics {
+  /** Acquisitions that returned a lock, a permit or a grant. */
+  acquired: number
+  /** Acquisitions that failed, per error kind (every kind, in the core's order). */
+  failed: Array<NamedCount>
+  /** Held locks lost, per reason (every reason, in the core's order). */
+  lost: Array<NamedCount>
+  /** Releases that succeeded. */
+  released: number
+  /** Automatic renewals that succeeded. */
+  renewals: number
+  /** Automatic renewals that failed. */
+  renewalFailures: number
+  /** Locks held now. */
+  held: number
+  /** Acquire calls waiting now. */
+  waiting: number
+  /** How many acquire calls were timed. */
+  latencyCount: number
+  /** Their total duration, in ms. */
+  latencySumMs: number
+  /** How many took at most each of `latencyBucketsMs()` (cumulative). */
+  latencyBuckets: Array<number>
+  /** The median estimated from the buckets, in ms (absent: none timed, or past the last bucket). */
+  latencyP50Ms?: number
+  /** The 99th percentile estimated from the buckets, in ms (absent as `latencyP50Ms`). */
+  latencyP99Ms?: number
+}
 
 /** One node's view of a lock, from `inspect` (for operators; never the owner's token). */
 export interface NodeLockState {

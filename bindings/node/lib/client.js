@@ -23,6 +23,7 @@ const { Leadership } = require('./leadership.js')
 const { Observation } = require('./observation.js')
 const { Semaphore } = require('./semaphore.js')
 const { RwLock } = require('./rw-lock.js')
+const { toMetrics } = require('./metrics.js')
 
 /**
  * A client of one Redis node (single-node lock) or of N independent masters
@@ -179,6 +180,18 @@ class Client {
       return Promise.reject(error)
     }
     return this.#native.inspect(resource)
+  }
+
+  /**
+   * What this client counted since it was made, as a plain object (no I/O;
+   * also after `close()`): `acquired`, `failed` and `lost` (counts by the
+   * core's kind and reason names), `released`, `renewals`, `renewalFailures`,
+   * the gauges `held` and `waiting`, and `acquireLatency` (`count`, `sum` in
+   * ms, `buckets` as `[upper bound ms, cumulative count]` pairs, `p50`/`p99`
+   * in ms or `null`).
+   */
+  metrics() {
+    return toMetrics(this.#native.metrics())
   }
 
   /**

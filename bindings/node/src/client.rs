@@ -12,6 +12,7 @@ use crate::args::{millis, opt_millis, throw};
 use crate::bridge;
 use crate::errors;
 use crate::lock::{self, Canceller, LockHandle};
+use crate::metrics::NativeMetrics;
 use crate::observe::NativeObservation;
 use crate::rw_lock::NativeRwLock;
 use crate::semaphore::NativeSemaphore;
@@ -297,6 +298,12 @@ impl NativeClient {
             // SAFETY: on the JavaScript thread of `env`.
             unsafe { Vec::<NodeLockState>::to_napi_value(env, states) }
         })
+    }
+
+    /// The core's snapshot of what this client counted (no I/O; also after `close`).
+    #[napi]
+    pub fn metrics(&self) -> NativeMetrics {
+        self.client.metrics().into()
     }
 
     /// Refuses new operations from now on and ends every observation this

@@ -12,6 +12,7 @@ mod bridge;
 mod client;
 mod errors;
 mod lock;
+mod metrics;
 mod observe;
 mod rw_lock;
 mod semaphore;
@@ -26,6 +27,7 @@ pub use lock::{
     Canceller, LockHandle, lock_extend, lock_fencing_token, lock_holder, lock_is_held, lock_permit,
     lock_release, lock_remaining_ms, lock_renewals, lock_resource, lock_status, lock_watch_lost,
 };
+pub use metrics::{MetricNames, NamedCount, NativeMetrics, latency_buckets_ms, metric_names};
 pub use observe::{Leader, NativeObservation};
 pub use rw_lock::NativeRwLock;
 pub use semaphore::NativeSemaphore;
