@@ -117,3 +117,63 @@ test('invalid resource vectors are refused before anything is sent', async () =>
     await client.close()
   }
 })
+
+test('metrics are the vectors: the snapshot fields, latency buckets and exported names', async () => {
+  const table = VECTORS.metrics
+  // The Node front spells each field in camelCase (renewal_failures is renewalFailures).
+  const camel = (field) => field.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
+  const client = new Client({ nodes: nodes.urls })
+  let snapshot
+  try {
+    snapshot = client.metrics()
+  } finally {
+    await client.close()
+  }
+  assert.deepEqual(Object.keys(snapshot), table.fields.map(camel))
+  assert.deepEqual(
+    Object.keys(snapshot.failed),
+    VECTORS.error_kinds.map((k) => k.name),
+  )
+  assert.deepEqual(
+    Object.keys(snapshot.lost),
+    VECTORS.loss_reasons.map((r) => r.name),
+  )
+  // Bounds in ms, the Node front's unit.
+  assert.deepEqual(
+    fencelock.LATENCY_BUCKETS_MS,
+    table.latency_buckets_seconds.map((s) => s * 1000),
+  )
+  assert.deepEqual(
+    snapshot.acquireLatency.buckets.map(([bound]) => bound),
+    fencelock.LATENCY_BUCKETS_MS,
+  )
+  assert.deepEqual(
+    fencelock.METRIC_NAMES,
+    Object.fromEntries(table.fields.map((field) => [camel(field), table.exported_names[field]])),
+  )
+})
+
+test('fencelock/prometheus exports the vectors names', async () => {
+  const { Registry } = require('prom-client')
+  const { registerMetrics } = require('fencelock/prometheus')
+  const table = VECTORS.metrics
+  const client = new Client({ nodes: nodes.urls })
+  const registry = new Registry()
+  try {
+    registerMetrics(client, registry)
+    const text = await registry.metrics()
+    const exported = text
+      .split('\n')
+      .filter((line) => line.startsWith('# TYPE '))
+      .map((line) => line.split(' ')[2])
+    assert.deepEqual(
+      exported,
+      table.fields.map((field) => table.exported_names[field]),
+    )
+    const histogram = table.exported_names.acquire_latency
+    const les = [...text.matchAll(new RegExp(`^${histogram}_bucket\\{le="([^"]+)"\\}`, 'gm'))].map((m) => m[1])
+    assert.deepEqual(les, [...table.latency_buckets_seconds.map(String), '+Inf'])
+  } finally {
+    await client.close()
+  }
+})
