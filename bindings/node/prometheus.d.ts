@@ -9,8 +9,11 @@ import type { Client } from './index'
 
 /** What `registerMetrics` needs of a prom-client `Registry`. */
 export interface PromRegistry {
+  /** Adds a metric (fencelock adds one per exported name, once per registry). */
   registerMetric(metric: any): void
+  /** The metric of that name, if any (fencelock refuses to replace one it did not register). */
   getSingleMetric(name: string): unknown
+  /** Takes the metric of that name out (when the last client is unregistered). */
   removeSingleMetric(name: string): void
 }
 
