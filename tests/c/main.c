@@ -20,6 +20,7 @@
  *   test_election.c   campaigns, leaderships, observations
  *   test_semaphore.c  semaphores: capacity, permits, holders, size mismatch, callbacks, loss
  *   test_rw_lock.c    read-write locks: sharing, exclusion under contention, writer queueing, loss, callbacks
+ *   test_metrics.c    a client's metrics: a scripted scenario, the snapshot's size and NULLs
  *   test_vectors.c    the shared protocol vectors and tables
  * and what they share in support.h / support.c; harness.h runs the nodes.
  */
@@ -99,6 +100,8 @@ int main(int argc, char **argv) {
       TEST(test_rw_async_read_and_write),
       TEST(test_rw_fair_option),
       TEST(test_bad_rw_arguments),
+      TEST(test_metrics_follow_a_scripted_scenario),
+      TEST(test_metrics_arguments_and_sizes),
       TEST(test_protocol_vectors),
       TEST(test_redlock_quorum),
   };

@@ -158,6 +158,10 @@ void test_rw_async_read_and_write(void);
 void test_rw_fair_option(void);
 void test_bad_rw_arguments(void);
 
+/* test_metrics.c */
+void test_metrics_follow_a_scripted_scenario(void);
+void test_metrics_arguments_and_sizes(void);
+
 /* test_vectors.c */
 void test_protocol_vectors(void);
 

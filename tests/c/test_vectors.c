@@ -1,11 +1,13 @@
 /*
  * The shared protocol vectors (tests/vectors/protocol.json, path in
  * $FENCELOCK_VECTORS): key names on a real node, invalid resources, and the
- * tables every front shares (error kinds, limits) against this header and library.
+ * tables every front shares (error kinds, limits, the metrics' latency
+ * buckets) against this header and library.
  */
 #define _GNU_SOURCE
 #include "support.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +32,29 @@ static double json_number(const char *line, const char *field, double missing) {
   snprintf(pattern, sizeof pattern, "\"%s\": ", field);
   const char *start = strstr(line, pattern);
   return start == NULL ? missing : strtod(start + strlen(pattern), NULL);
+}
+
+/* The metrics' latency buckets of the vectors (seconds) are this library's
+ * bounds (nanoseconds), as many as the header says. */
+static void check_latency_buckets(const char *line, int *buckets_checked) {
+  const char *field = "\"latency_buckets_seconds\": [";
+  const char *at = strstr(line, field);
+  CHECK(at != NULL);
+  at += strlen(field);
+  const uint64_t *bounds = fencelock_latency_buckets();
+  int n = 0;
+  for (char *end;; at = end + 1) {
+    double seconds = strtod(at, &end);
+    CHECK(end != at && n < FENCELOCK_LATENCY_BUCKET_COUNT);
+    CHECK(bounds[n] == (uint64_t)llround(seconds * 1e9));
+    n++;
+    if (*end == ']') break;
+    CHECK(*end == ',');
+  }
+  CHECK(n == FENCELOCK_LATENCY_BUCKET_COUNT);
+  CHECK(bounds[0] == 500000 && bounds[n - 1] == 10000000000ULL);
+  for (int i = 1; i < n; i++) CHECK(bounds[i] > bounds[i - 1]);
+  (*buckets_checked)++;
 }
 
 /* The error kinds and limits of the vectors are this header's and library's. */
@@ -69,9 +94,10 @@ void test_protocol_vectors(void) {
   FILE *file = fopen(path, "r");
   CHECK(file != NULL);
   char line[2048];
-  int keys_checked = 0, invalid_checked = 0, kinds_checked = 0, limits_checked = 0;
+  int keys_checked = 0, invalid_checked = 0, kinds_checked = 0, limits_checked = 0, buckets_checked = 0;
   while (fgets(line, sizeof line, file) != NULL) {
     check_shared_tables(line, &kinds_checked, &limits_checked);
+    if (strstr(line, "\"metrics\": {") != NULL) check_latency_buckets(line, &buckets_checked);
     char prefix[64], resource[128], lock_key[256], fence_key[256];
     if (json_string(line, "lock_key", lock_key, sizeof lock_key) == 0) {
       CHECK(json_string(line, "prefix", prefix, sizeof prefix) == 0);
@@ -121,5 +147,5 @@ void test_protocol_vectors(void) {
   }
   fclose(file);
   CHECK(keys_checked >= 6 && invalid_checked >= 3);
-  CHECK(kinds_checked >= 13 && limits_checked == 1);
+  CHECK(kinds_checked >= 13 && limits_checked == 1 && buckets_checked == 1);
 }
