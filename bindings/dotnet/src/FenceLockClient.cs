@@ -276,6 +276,23 @@ namespace FenceLock
         }
 
         /// <summary>
+        /// What this client has counted so far (design.md §8): acquisitions,
+        /// failures by kind, losses by reason, releases, renewals and renewal
+        /// failures, the locks held and the calls waiting now, and the acquire
+        /// latency. Each read is a new snapshot (<c>fencelock_client_metrics</c>):
+        /// no I/O, never blocks, thread-safe.
+        /// </summary>
+        /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
+        public FenceLockMetrics Metrics
+        {
+            get
+            {
+                ThrowIfDisposed();
+                return FenceLockMetrics.Read(native);
+            }
+        }
+
+        /// <summary>
         /// Closes the client without network I/O and without blocking. Locks
         /// taken through it stay valid until released or disposed. Calling it
         /// again does nothing; other members then throw <see cref="ObjectDisposedException"/>.

@@ -46,6 +46,59 @@ namespace FenceLock
             internal uint MaxPermits;
         }
 
+        /// <summary>struct fencelock_failure_count.</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct NativeFailureCount
+        {
+            internal int Kind;
+            internal ulong Count;
+        }
+
+        /// <summary>struct fencelock_loss_count.</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct NativeLossCount
+        {
+            internal int Reason;
+            internal ulong Count;
+        }
+
+        /// <summary>
+        /// struct fencelock_metrics (the first version; the C side writes no
+        /// byte past <see cref="Size"/>, so this layout keeps working with later libraries).
+        /// </summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct NativeMetrics
+        {
+            /// <summary>FENCELOCK_METRICS_MAX_KINDS.</summary>
+            internal const int MaxKinds = 32;
+            /// <summary>FENCELOCK_METRICS_MAX_REASONS.</summary>
+            internal const int MaxReasons = 16;
+            /// <summary>FENCELOCK_LATENCY_BUCKET_COUNT.</summary>
+            internal const int BucketCount = 14;
+            /// <summary>FENCELOCK_LATENCY_NONE.</summary>
+            internal const ulong NoEstimate = ulong.MaxValue;
+
+            internal UIntPtr Size;
+            internal ulong Acquired;
+            internal ulong Released;
+            internal ulong Renewals;
+            internal ulong RenewalFailures;
+            internal ulong Held;
+            internal ulong Waiting;
+            internal UIntPtr NFailed;
+            [MarshalAs(UnmanagedType.ByValArray, SizeConst = MaxKinds)]
+            internal NativeFailureCount[] Failed;
+            internal UIntPtr NLost;
+            [MarshalAs(UnmanagedType.ByValArray, SizeConst = MaxReasons)]
+            internal NativeLossCount[] Lost;
+            internal ulong LatencyCount;
+            internal ulong LatencySumNs;
+            [MarshalAs(UnmanagedType.ByValArray, SizeConst = BucketCount)]
+            internal ulong[] LatencyBuckets;
+            internal ulong LatencyP50Ns;
+            internal ulong LatencyP99Ns;
+        }
+
         /// <summary>struct fencelock_leader (the value is borrowed for the callback only).</summary>
         [StructLayout(LayoutKind.Sequential)]
         internal struct NativeLeader
@@ -63,6 +116,12 @@ namespace FenceLock
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void fencelock_client_free(IntPtr client);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_client_metrics(ClientSafeHandle client, IntPtr metrics, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr fencelock_latency_buckets();
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int fencelock_lock_on_lost(LockSafeHandle lockHandle, LostCallback callback,
