@@ -10,8 +10,9 @@ namespace FenceLock.Tests
 {
     /// <summary>
     /// The tables every front shares (tests/vectors/protocol.json: error
-    /// kinds, loss reasons, node outcomes, limits) against this binding's
-    /// enums, exception classes and <see cref="FenceLockLimits"/>.
+    /// kinds, loss reasons, node outcomes, limits, metrics) against this
+    /// binding's enums, exception classes, <see cref="FenceLockLimits"/> and
+    /// <see cref="FenceLockMetrics"/>.
     /// </summary>
     internal static class SharedTables
     {
@@ -117,6 +118,29 @@ namespace FenceLock.Tests
                 "MaxLeaderValueBytes");
             Check.Equal(int.Parse(Number(line, "max_permits")), FenceLockLimits.MaxPermits, "MaxPermits");
             Check.Equal(FenceLockLimits.MaxHolderId, Fence.MaxHolderId, "Fence.MaxHolderId");
+            return Task.CompletedTask;
+        }
+
+        /// <summary>
+        /// The metrics table: one <see cref="FenceLockMetrics"/> property per
+        /// field (in PascalCase) and no other, and the latency buckets' bounds.
+        /// </summary>
+        internal static Task MetricsAreTheVectors()
+        {
+            var line = System.IO.File.ReadAllLines(VectorsPath).Single(l => l.StartsWith("  \"metrics\": {"));
+            var fields = Regex.Match(line, "\"fields\": \\[([^\\]]*)\\]").Groups[1].Value
+                .Split(',').Select(field => Pascal(field.Trim().Trim('"'))).OrderBy(n => n).ToList();
+            Check.That(fields.Count >= 9, "the vectors list the metrics' fields");
+            var properties = typeof(FenceLockMetrics).GetProperties().Select(p => p.Name).OrderBy(n => n);
+            Check.Equal(string.Join(",", fields), string.Join(",", properties), "FenceLockMetrics has the vectors' fields");
+            var seconds = Regex.Match(line, "\"latency_buckets_seconds\": \\[([^\\]]*)\\]").Groups[1].Value
+                .Split(',').Select(s => double.Parse(s, System.Globalization.CultureInfo.InvariantCulture)).ToList();
+            var bounds = FenceLockLatency.BucketBounds;
+            Check.Equal(seconds.Count, bounds.Count, "as many buckets as the vectors");
+            for (var i = 0; i < seconds.Count; i++)
+                Check.Equal((long)Math.Round(seconds[i] * TimeSpan.TicksPerSecond), bounds[i].Ticks, "bucket " + i);
+            Check.Equal(TimeSpan.FromTicks(5000), bounds[0], "the first bound (0.5 ms)");
+            Check.Equal(TimeSpan.FromSeconds(10), bounds[bounds.Count - 1], "the last bound");
             return Task.CompletedTask;
         }
     }

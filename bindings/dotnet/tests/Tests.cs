@@ -85,9 +85,12 @@ namespace FenceLock.Tests
             ReaderWriterLock.WaitersWokenAndCancelled,
             ReaderWriterLock.FairOptionReachesTheReadWriteQueue,
             ReaderWriterLock.BadReaderWriterLockArguments,
+            Metrics.CountersFollowAScriptedScenario,
+            Metrics.SnapshotIsImmutableAndReadOnly,
             SharedTables.ErrorKindsAreTheVectors,
             SharedTables.LossReasonsAndOutcomesAreTheVectors,
             SharedTables.LimitsAreTheVectors,
+            SharedTables.MetricsAreTheVectors,
         };
 
         private static async Task<int> RunAll()
