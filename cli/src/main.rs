@@ -37,6 +37,19 @@ fn main() -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> ExitCode {
+    // Before the client exists: it registers its metrics with the recorder
+    // installed when it is built.
+    if let Command::Run(args) = &cli.command
+        && let Some(addr) = &args.metrics_addr
+    {
+        match metrics_endpoint::serve(addr) {
+            Ok(bound) => eprintln!("fencelock: metrics on http://{bound}/metrics"),
+            Err(e) => {
+                eprintln!("fencelock: {e}");
+                return ExitCode::from(exit::USAGE);
+            }
+        }
+    }
     let client = match connect::connect(&cli.connection).await {
         Ok(client) => client,
         Err(e) => {

@@ -47,15 +47,6 @@ pub struct Hold<'a> {
 
 /// `fencelock run`: acquires, runs the command, releases; returns the documented exit code.
 pub async fn run(client: &Client, args: &RunArgs) -> ExitCode {
-    if let Some(addr) = &args.metrics_addr {
-        match crate::metrics_endpoint::serve(addr) {
-            Ok(bound) => eprintln!("fencelock: metrics on http://{bound}/metrics"),
-            Err(e) => {
-                eprintln!("fencelock: {e}");
-                return ExitCode::from(exit::USAGE);
-            }
-        }
-    }
     let options = LockOptions::new(args.ttl).wait(args.wait).fair(args.fair);
     let mut hold = Hold {
         resource: &args.resource,

@@ -264,7 +264,9 @@ impl Client {
     /// losses by reason, releases, renewals, the locks held and the calls
     /// waiting now, and the acquire latency. The same numbers go to the
     /// `metrics` crate's facade as they happen ([`crate::metric_names`]),
-    /// for whatever exporter the application installs.
+    /// for whatever exporter the application installs (before it builds
+    /// its clients: a client registers its metrics with the recorder
+    /// installed when it is built).
     pub fn metrics(&self) -> crate::Metrics {
         self.shared.metrics.snapshot()
     }
