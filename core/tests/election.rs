@@ -37,8 +37,17 @@ async fn next_within(observation: &mut Observation, limit: Duration) -> Option<L
 /// An observer that has subscribed on every node, so what it learns from
 /// now on comes by push.
 async fn subscribed_observer(nodes: &[RedisNode], name: &str) -> Observation {
+    subscribed_beside(nodes, name, 0).await
+}
+
+/// [`subscribed_observer`] beside `others` observers already subscribed
+/// on every node.
+async fn subscribed_beside(nodes: &[RedisNode], name: &str, others: i64) -> Observation {
     let observation = client(nodes).await.observe(name).unwrap();
-    let all = wait_until(ms(5_000), || nodes.iter().all(|node| observers(node, name) == 1)).await;
+    let all = wait_until(ms(5_000), || {
+        nodes.iter().all(|node| observers(node, name) == others + 1)
+    })
+    .await;
     assert!(all, "the observer never subscribed everywhere");
     observation
 }
@@ -201,7 +210,11 @@ async fn observations_end_when_their_client_closes() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     let client = client(&nodes).await;
     let idle = client.observe("closing").unwrap();
-    let waiting = subscribed_observer(&nodes, "closing").await;
+    // An observation subscribes as soon as it is made: count it in before
+    // the second one, or the count could be 1 or 2 when it is looked at.
+    let subscribed = wait_until(ms(5_000), || observers(&nodes[0], "closing") == 1).await;
+    assert!(subscribed, "the idle observation never subscribed");
+    let waiting = subscribed_beside(&nodes, "closing", 1).await;
     let pending = tokio::spawn(async move {
         let waiting = waiting;
         waiting.next().await
