@@ -358,6 +358,49 @@ typedef int32_t fencelock_node_outcome;
 #endif // __cplusplus
 
 /**
+ * How much a log record matters, most severe first
+ * (`tests/vectors/protocol.json`, `log_levels`). As a threshold, a level
+ * forwards the records at it and above; `FENCELOCK_LOG_OFF` forwards none.
+ */
+enum fencelock_log_level
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * As a threshold: forward nothing. No record has this level.
+   */
+  FENCELOCK_LOG_OFF = 0,
+  /**
+   * Something failed that the caller must know about.
+   */
+  FENCELOCK_LOG_ERROR = 1,
+  /**
+   * A lock was lost, a renewal failed, a node was unreachable.
+   */
+  FENCELOCK_LOG_WARN = 2,
+  /**
+   * Rare, notable events.
+   */
+  FENCELOCK_LOG_INFO = 3,
+  /**
+   * Each acquisition, release, extension and connection change.
+   */
+  FENCELOCK_LOG_DEBUG = 4,
+  /**
+   * Each renewal.
+   */
+  FENCELOCK_LOG_TRACE = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum fencelock_log_level fencelock_log_level;
+#else
+typedef int32_t fencelock_log_level;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * A TLS protocol version, for [`fencelock_options_set_tls_min_version`].
  * The values are stable: 10 times the major version plus the minor one.
  */
@@ -604,6 +647,46 @@ typedef struct fencelock_limits {
  * callbacks of the process wait.
  */
 typedef void (*fencelock_lost_callback)(void *user_data, fencelock_loss_reason reason);
+
+/**
+ * One log record, lent to the callback for the duration of the call: copy
+ * what you keep. Every string is NUL-terminated UTF-8 and never NULL.
+ */
+typedef struct fencelock_log_record {
+  /**
+   * How much it matters (never `FENCELOCK_LOG_OFF`).
+   */
+  fencelock_log_level level;
+  /**
+   * The module that emitted it, such as `fencelock::lock_state`.
+   */
+  const char *target;
+  /**
+   * What happened, such as `lock lost`.
+   */
+  const char *message;
+  /**
+   * What it happened to, as `name=value` pairs separated by spaces
+   * (`resource=jobs reason=expired`); empty when there are none.
+   */
+  const char *fields;
+  /**
+   * `message`, a space and `fields` (just `message` without fields): the
+   * line to log.
+   */
+  const char *line;
+} fencelock_log_record;
+
+/**
+ * Receives one log record on fencelock's log thread (never on the caller's
+ * thread, never on the threads that do the I/O), one record at a time and
+ * in order. It may call any fencelock function, and block: records that
+ * arrive meanwhile wait in a bounded queue, and those that do not fit are
+ * dropped and counted in a `warn` record (`log records dropped …
+ * dropped=N`) delivered before the next one. It must not unwind (no C++
+ * exception, no longjmp) out of the call.
+ */
+typedef void (*fencelock_log_callback)(const struct fencelock_log_record *record, void *user_data);
 
 /**
  * The acquisitions that failed with one error kind.
@@ -1306,6 +1389,40 @@ fencelock_status fencelock_lock_on_lost(const struct fencelock_lock *lock,
                                         fencelock_lost_callback callback,
                                         void *user_data,
                                         struct fencelock_error **error);
+
+/**
+ * Forwards fencelock's log records at `level` and above to `callback` from
+ * now on, in place of any earlier callback; a NULL `callback` or
+ * `FENCELOCK_LOG_OFF` stops forwarding. Records never carry a password or
+ * a lock's token (they may carry fencing tokens, which are not secrets).
+ *
+ * `user_data` is passed back to every call and must be usable from another
+ * thread; fencelock never dereferences it. After a replacement, the old
+ * callback may still receive the record it is being called with: keep its
+ * `user_data` alive until the new callback has been called once, or for
+ * the life of the process.
+ *
+ * Returns `FENCELOCK_STATUS_INVALID_ARGUMENT` for a level outside the enum,
+ * or when another `tracing` subscriber is already installed in the process
+ * (only a Rust host that links fencelock statically can have one).
+ * Non-blocking; any thread.
+ *
+ * # Safety
+ * `callback` is NULL or a function of that signature that stays callable
+ * for the life of the process; `error` is NULL or writable.
+ */
+fencelock_status fencelock_log_forward(fencelock_log_callback callback,
+                                       void *user_data,
+                                       int32_t level,
+                                       struct fencelock_error **error);
+
+/**
+ * Changes the level records are forwarded at, keeping the callback;
+ * `FENCELOCK_LOG_OFF` pauses forwarding. Returns
+ * `FENCELOCK_STATUS_INVALID_ARGUMENT` for a level outside the enum (the
+ * only failure). Non-blocking; any thread.
+ */
+fencelock_status fencelock_log_set_level(int32_t level);
 
 /**
  * Creates lock options with a ttl of `ttl_ms` and every other field unset.

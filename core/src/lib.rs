@@ -64,6 +64,7 @@ mod keys;
 mod lease;
 mod lock;
 mod lock_state;
+mod log_forward;
 mod metrics;
 mod node;
 mod node_set;
@@ -96,6 +97,9 @@ pub use fencing::MAX_FENCING_TOKEN;
 pub use keys::{DEFAULT_PREFIX, MAX_PERMITS, MAX_PREFIX_LEN, MAX_RESOURCE_LEN};
 pub use lock::{Lock, Unclaimed};
 pub use lock_state::{LockStatus, LossReason};
+pub use log_forward::{
+    LogLevel, LogRecord, LogSink, forward_logs, log_level, set_log_level, stop_forwarding_logs,
+};
 pub use metrics::{LATENCY_BUCKETS, Latency, Metrics, names as metric_names};
 pub use observe::{Leader, Observation};
 pub use options::{LockOptions, MAX_TTL, MAX_WAIT, MIN_TTL};

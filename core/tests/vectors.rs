@@ -211,6 +211,22 @@ fn loss_reasons_are_the_vectors() {
 }
 
 #[test]
+fn log_levels_are_the_vectors() {
+    let vectors = vectors();
+    let listed: Vec<(&str, u64)> = vectors["log_levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|level| (text(&level["name"]), level["c_value"].as_u64().unwrap()))
+        .collect();
+    let core: Vec<(&str, u64)> = fencelock::LogLevel::ALL
+        .iter()
+        .map(|level| (level.name(), u64::from(level.number())))
+        .collect();
+    assert_eq!(core, listed);
+}
+
+#[test]
 fn limits_are_the_vectors() {
     let vectors = vectors();
     let limit = |name: &str| {

@@ -11,6 +11,7 @@ use crate::error::{
     OUTCOME_PREFIX, c_string, fencelock_error, fencelock_error_free, fencelock_error_message,
     fencelock_error_status, fencelock_node_outcome,
 };
+use crate::log::fencelock_log_level;
 use crate::loss_reason::{LOSS_PREFIX, fencelock_loss_reason};
 use crate::options::{
     fencelock_options_free, fencelock_options_new, fencelock_options_set_key_prefix,
@@ -90,6 +91,11 @@ impl From<fencelock_loss_reason> for i64 {
         reason as i64
     }
 }
+impl From<fencelock_log_level> for i64 {
+    fn from(level: fencelock_log_level) -> i64 {
+        level as i64
+    }
+}
 impl From<fencelock_node_outcome> for i64 {
     fn from(outcome: fencelock_node_outcome) -> i64 {
         outcome as i64
@@ -121,7 +127,7 @@ fn every_core_error_kind_has_its_status() {
 }
 
 #[test]
-fn loss_reasons_and_node_outcomes_are_the_vectors() {
+fn loss_reasons_log_levels_and_node_outcomes_are_the_vectors() {
     let with_prefix = |prefix: &str, list: Vec<(String, i64)>| -> Vec<(String, i64)> {
         list.into_iter()
             .map(|(name, value)| (format!("{prefix}{}", name.to_uppercase()), value))
@@ -137,6 +143,15 @@ fn loss_reasons_and_node_outcomes_are_the_vectors() {
         c_enum::<fencelock_node_outcome>(),
         with_prefix(OUTCOME_PREFIX, listed("node_outcomes", "name", "c_value"))
     );
+    let mut levels = c_enum::<fencelock_log_level>();
+    assert_eq!(levels.remove(0), ("FENCELOCK_LOG_OFF".to_owned(), 0));
+    assert_eq!(
+        levels,
+        with_prefix("FENCELOCK_LOG_", listed("log_levels", "name", "c_value"))
+    );
+    for level in fencelock::LogLevel::ALL {
+        assert_eq!(fencelock_log_level::from(level) as u8, level.number(), "{level}");
+    }
     for reason in LossReason::ALL {
         assert_ne!(
             fencelock_loss_reason::from(*reason),
