@@ -21,6 +21,7 @@
  *   test_semaphore.c  semaphores: capacity, permits, holders, size mismatch, callbacks, loss
  *   test_rw_lock.c    read-write locks: sharing, exclusion under contention, writer queueing, loss, callbacks
  *   test_metrics.c    a client's metrics: a scripted scenario, the snapshot's size and NULLs
+ *   test_log.c        the core's log records through a log callback: levels, no secrets
  *   test_vectors.c    the shared protocol vectors and tables
  * and what they share in support.h / support.c; harness.h runs the nodes.
  */
@@ -102,6 +103,8 @@ int main(int argc, char **argv) {
       TEST(test_bad_rw_arguments),
       TEST(test_metrics_follow_a_scripted_scenario),
       TEST(test_metrics_arguments_and_sizes),
+      TEST(test_log_records_reach_the_callback_at_its_level_without_secrets),
+      TEST(test_log_levels_are_the_vectors),
       TEST(test_protocol_vectors),
       TEST(test_redlock_quorum),
   };

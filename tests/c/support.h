@@ -162,6 +162,10 @@ void test_bad_rw_arguments(void);
 void test_metrics_follow_a_scripted_scenario(void);
 void test_metrics_arguments_and_sizes(void);
 
+/* test_log.c */
+void test_log_records_reach_the_callback_at_its_level_without_secrets(void);
+void test_log_levels_are_the_vectors(void);
+
 /* test_vectors.c */
 void test_protocol_vectors(void);
 

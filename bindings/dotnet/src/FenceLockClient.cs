@@ -394,6 +394,8 @@ namespace FenceLock
         // unmanaged memory for the call, then free them (borrowed for the call only).
         private static ClientSafeHandle Connect(List<byte[]> urls, FenceLockOptions options)
         {
+            // Before connecting, so this client's own records follow FenceLockLog.Source's switch.
+            FenceLockLog.BeforeClientConnects();
             var pointers = new IntPtr[urls.Count];
             try
             {

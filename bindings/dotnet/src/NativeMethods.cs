@@ -30,6 +30,21 @@ namespace FenceLock
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void LeaderCallback(IntPtr userData, int status, IntPtr leader, IntPtr error);
 
+        /// <summary>fencelock_log_callback: the record is lent for the call only.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void LogCallback(IntPtr record, IntPtr userData);
+
+        /// <summary>struct fencelock_log_record (every string NUL-terminated UTF-8, never NULL).</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct NativeLogRecord
+        {
+            internal int Level;
+            internal IntPtr Target;
+            internal IntPtr Message;
+            internal IntPtr Fields;
+            internal IntPtr Line;
+        }
+
         /// <summary>struct fencelock_limits.</summary>
         [StructLayout(LayoutKind.Sequential)]
         internal struct NativeLimits
@@ -328,6 +343,15 @@ namespace FenceLock
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int fencelock_options_set_tls_min_version(OptionsSafeHandle options, int version);
+
+        // ---- logs ---------------------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_log_forward(LogCallback callback, IntPtr userData, int level,
+            ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_log_set_level(int level);
 
         // ---- misc ---------------------------------------------------------
 

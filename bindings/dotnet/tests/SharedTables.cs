@@ -20,7 +20,7 @@ namespace FenceLock.Tests
             Environment.GetEnvironmentVariable("FENCELOCK_VECTORS") ?? "tests/vectors/protocol.json";
 
         /// <summary>The entries (one per line) of list <paramref name="list"/>.</summary>
-        private static List<string> Entries(string list)
+        internal static List<string> Entries(string list)
         {
             var entries = new List<string>();
             var inside = false;
@@ -34,14 +34,14 @@ namespace FenceLock.Tests
             return entries;
         }
 
-        private static string Text(string line, string field) =>
+        internal static string Text(string line, string field) =>
             Regex.Match(line, "\"" + field + "\": \"([^\"]*)\"").Groups[1].Value;
 
         private static string Number(string line, string field) =>
             Regex.Match(line, "\"" + field + "\": ([0-9.]+)").Groups[1].Value;
 
         /// <summary>"taken_over" as this binding's enum members spell it: "TakenOver".</summary>
-        private static string Pascal(string name) =>
+        internal static string Pascal(string name) =>
             string.Concat(name.Split('_').Select(part => char.ToUpperInvariant(part[0]) + part.Substring(1)));
 
         /// <summary>
@@ -89,7 +89,7 @@ namespace FenceLock.Tests
             return Task.CompletedTask;
         }
 
-        private static void CheckEnum(Type type, string list, Enum extra)
+        internal static void CheckEnum(Type type, string list, Enum extra)
         {
             var entries = Entries(list);
             foreach (var entry in entries)
