@@ -39,8 +39,10 @@ pub const CONNECTION_VARS: [&str; 4] = [NODES_VAR, USERNAME_VAR, PASSWORD_VAR, P
       fencelock --node redis://127.0.0.1:6379 elect --ttl 10s --value \"$(hostname)\" scheduler -- ./scheduler\n\n  \
       # who leads, now and from now on?\n  \
       fencelock --node redis://127.0.0.1:6379 observe scheduler\n\n  \
-      # who holds it?\n  \
-      fencelock --node redis://127.0.0.1:6379 status nightly-report\n\n\
+      # who holds it, and who waits?\n  \
+      fencelock --node redis://127.0.0.1:6379 inspect nightly-report\n\n  \
+      # the busiest locks of the prefix, live\n  \
+      fencelock --node redis://127.0.0.1:6379 top --match 'jobs:*'\n\n\
       EXIT CODES (run, elect):\n  \
       the command's own exit code, or 128+N if it died of signal N (or if fencelock\n  \
       got INT, TERM, HUP or QUIT while waiting for the lock: the command was not run)\n  \
@@ -201,8 +203,20 @@ pub enum Command {
     ///
     /// New leaders arrive by push; runs until it is interrupted or killed.
     Observe(ObserveArgs),
-    /// Show, per node, whether the lock is held, its remaining ttl and the fencing counter.
-    Status(StatusArgs),
+    /// Show, per node, whether the lock is held, its remaining ttl, its fencing counter and
+    /// its waiters.
+    ///
+    /// Exits 0 when a quorum of nodes answered, 69 otherwise. Never shows the owner's token.
+    #[command(visible_alias = "status")]
+    Inspect(InspectArgs),
+    /// A refreshing view of the busiest locks under the prefix: held or not, ttl, waiters,
+    /// grants per second.
+    ///
+    /// On a terminal it redraws every --interval until q, Esc or Ctrl-C; otherwise (or with
+    /// --iterations) it prints one frame after another. Lists the locks with SCAN (the ACL
+    /// user needs +scan), which a Redis Cluster node cannot answer: name the locks to watch
+    /// there. Semaphores and read-write locks are not listed.
+    Top(TopArgs),
 }
 
 /// `fencelock elect`.
@@ -293,9 +307,33 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// `fencelock status`.
+/// `fencelock top`.
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub struct TopArgs {
+    /// Show the locks whose name matches this Redis glob (`*`, `?`, `[abc]`, `\\` escapes).
+    #[arg(long = "match", value_name = "GLOB", default_value = "*")]
+    pub matching: String,
+
+    /// Redraw every DURATION (at least 100ms).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = refresh_interval)]
+    pub interval: Duration,
+
+    /// Show at most N locks, the busiest first.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..))]
+    pub limit: u16,
+
+    /// Print N frames one after another, without redrawing, then exit.
+    #[arg(long, short = 'n', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub iterations: Option<u64>,
+
+    /// Watch these locks instead of listing the prefix's (on a Redis Cluster node, name them).
+    #[arg(value_name = "RESOURCE")]
+    pub resources: Vec<String>,
+}
+
+/// `fencelock inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -374,6 +412,15 @@ fn node_url(text: &str) -> Result<NodeUrl, String> {
 }
 
 /// Parses `10s`, `500ms`, `2m`, `1h30m`; a bare number is seconds.
+/// `top --interval`: a duration of at least 100 ms, so top cannot flood the nodes.
+fn refresh_interval(text: &str) -> Result<Duration, String> {
+    let interval = duration(text)?;
+    if interval < Duration::from_millis(100) {
+        return Err(format!("{text:?} is too short: refresh at most every 100ms"));
+    }
+    Ok(interval)
+}
+
 fn duration(text: &str) -> Result<Duration, String> {
     if let Ok(seconds) = text.parse::<f64>() {
         return Duration::try_from_secs_f64(seconds)

@@ -1,16 +1,17 @@
 //! `fencelock`: run a command while holding a distributed lock over Redis
-//! or while leading an election, follow an election, or inspect a lock. See `fencelock --help` for the exit codes.
+//! or while leading an election, follow an election, or look at locks. See `fencelock --help` for the exit codes.
 
 mod args;
 mod child;
 mod connect;
 mod elect;
 mod exit;
+mod inspect;
 mod metrics_endpoint;
 mod run;
 mod signals;
-mod status;
 mod terminal;
+mod top;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -61,7 +62,8 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Run(args) => run::run(&client, args).await,
         Command::Elect(args) => elect::elect(&client, args).await,
         Command::Observe(args) => elect::observe(&client, args).await,
-        Command::Status(args) => status::status(&client, args).await,
+        Command::Inspect(args) => inspect::inspect(&client, args).await,
+        Command::Top(args) => top::top(&client, args).await,
     };
     settle(&client, cli.connection.node_timeout).await;
     code

@@ -18,9 +18,9 @@
 
 use std::time::Duration;
 
-use crate::client::NodeLockState;
 use crate::config::ClientBuilder;
 use crate::error::Result;
+use crate::inspect::NodeLockState;
 use crate::lock_state::{LockStatus, LossReason};
 use crate::options::LockOptions;
 use crate::runtime::block_on;
@@ -85,6 +85,12 @@ impl Client {
     pub fn inspect(&self, resource: &str) -> Result<Vec<NodeLockState>> {
         let (client, resource) = (self.inner.clone(), resource.to_owned());
         block_on(async move { client.inspect(&resource).await })?
+    }
+
+    /// See [`crate::Client::resources`].
+    pub fn resources(&self, matching: &str, limit: usize) -> Result<Vec<String>> {
+        let (client, matching) = (self.inner.clone(), matching.to_owned());
+        block_on(async move { client.resources(&matching, limit).await })?
     }
 
     /// See [`crate::Client::check_request`].

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use crate::acquire;
 use crate::claim::Claim;
 use crate::config::ClientBuilder;
-use crate::error::{Error, ErrorKind, NodeOutcome, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::fenced::{Fence, fenced_set_outcome};
 use crate::keys::LockKeys;
 use crate::lock::Lock;
 use crate::metrics::ClientMetrics;
-use crate::node::{Node, as_i64};
+use crate::node::Node;
 use crate::node_set::NodeSet;
 use crate::options::LockOptions;
 use crate::runtime;
@@ -35,22 +35,6 @@ use crate::shared::ClientShared;
 #[derive(Clone)]
 pub struct Client {
     shared: Arc<ClientShared>,
-}
-
-/// One node's view of a lock, for operators (never the owner's token).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct NodeLockState {
-    /// The node, without credentials.
-    pub node: String,
-    /// Whether the lock key exists there.
-    pub held: bool,
-    /// Its remaining ttl in ms, if it exists and has one.
-    pub ttl_ms: Option<u64>,
-    /// The resource's fencing counter on that node.
-    pub fencing_counter: u64,
-    /// The error, if the node did not answer.
-    pub error: Option<String>,
 }
 
 impl ClientBuilder {
@@ -204,32 +188,6 @@ impl Client {
         .await?
     }
 
-    /// Each node's view of `resource`: held or not, ttl, fencing counter.
-    pub async fn inspect(&self, resource: &str) -> Result<Vec<NodeLockState>> {
-        self.shared.ready().await?;
-        let keys = LockKeys::new(&self.shared.key_prefix, resource)?;
-        let shared = self.shared.clone();
-        runtime::run(async move {
-            let nodes = shared.nodes.nodes();
-            let replies = shared
-                .nodes
-                .everywhere(
-                    &scripts::STATUS,
-                    &[keys.lock(), keys.fence()],
-                    &[] as &[&str],
-                    shared.connect_timeout,
-                    |_| true,
-                )
-                .await;
-            nodes
-                .iter()
-                .zip(replies)
-                .map(|(node, reply)| node_lock_state(node.endpoint().to_string(), reply))
-                .collect()
-        })
-        .await
-    }
-
     /// The nodes, as URLs without credentials.
     pub fn nodes(&self) -> Vec<String> {
         self.shared
@@ -306,29 +264,6 @@ fn as_u64(value: &redis::Value) -> Option<u64> {
         redis::Value::BulkString(bytes) => std::str::from_utf8(bytes).ok()?.parse().ok(),
         _ => None,
     }
-}
-
-fn node_lock_state(node: String, reply: Option<crate::node::Reply>) -> NodeLockState {
-    let mut state = NodeLockState {
-        node,
-        held: false,
-        ttl_ms: None,
-        fencing_counter: 0,
-        error: None,
-    };
-    match reply {
-        Some(Ok(redis::Value::Array(fields))) if fields.len() == 3 => {
-            state.held = as_i64(&fields[0]) == Some(1);
-            state.ttl_ms = as_i64(&fields[1]).and_then(|t| u64::try_from(t).ok());
-            state.fencing_counter = as_i64(&fields[2])
-                .and_then(|n| u64::try_from(n).ok())
-                .unwrap_or(0);
-        }
-        Some(Ok(other)) => state.error = Some(format!("unexpected reply {other:?}")),
-        Some(Err(outcome)) => state.error = Some(outcome.to_string()),
-        None => state.error = Some(NodeOutcome::Pending.to_string()),
-    }
-    state
 }
 
 impl fmt::Debug for Client {

@@ -130,6 +130,30 @@ impl LockKeys {
         })
     }
 
+    /// The Redis glob of the fencing counters of the locks of `prefix` whose
+    /// resource matches the glob `matching`: the prefix's own glob
+    /// characters escaped, then `{matching}:fence`.
+    pub(crate) fn counter_pattern(prefix: &str, matching: &str) -> String {
+        let mut pattern = String::with_capacity(prefix.len() + matching.len() + 8);
+        for c in prefix.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        [pattern.as_str(), "{", matching, "}", FENCE_SUFFIX].concat()
+    }
+
+    /// The resource whose lock's fencing counter is `key`, if it is one.
+    pub(crate) fn resource_of_counter(prefix: &str, key: &str) -> Option<String> {
+        let resource = key
+            .strip_prefix(prefix)?
+            .strip_prefix('{')?
+            .strip_suffix(FENCE_SUFFIX)?
+            .strip_suffix('}')?;
+        (!resource.is_empty() && !resource.starts_with('}')).then(|| resource.to_owned())
+    }
+
     /// Whether `key` has the form of a lock or counter key under `prefix`
     /// (`prefix{…`): every such key may belong to some resource.
     pub(crate) fn could_be_lock_key(prefix: &str, key: &str) -> bool {

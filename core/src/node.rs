@@ -29,6 +29,9 @@ pub(crate) struct NodeSettings {
     pub(crate) require_aof: bool,
 }
 
+/// Keys a `SCAN` page asks for.
+const SCAN_PAGE: usize = 1000;
+
 /// One Redis master (or one Redis Cluster) of a client.
 ///
 /// It keeps two multiplexed connections: the *foreground* one carries the
@@ -160,6 +163,61 @@ impl Node {
     /// Sends `call` on `live` once and waits for the reply for up to `limit`.
     pub(crate) async fn send(&self, mut live: Live, call: &Prepared, limit: Duration) -> Reply {
         let outcome = within(limit, call.run(&mut live.connection)).await;
+        settled(&live, outcome)
+    }
+
+    /// Whether this node is a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.endpoint.topology, Topology::Cluster)
+    }
+
+    /// The keys matching `pattern` (a Redis glob), at most `limit`, read a
+    /// `SCAN` page at a time, each page within the per-node timeout. On a
+    /// standalone node only: a cluster would answer from one shard.
+    pub(crate) async fn scan(
+        &self,
+        pattern: &str,
+        limit: usize,
+    ) -> std::result::Result<Vec<String>, NodeOutcome> {
+        let mut keys = Vec::new();
+        let mut cursor = 0_u64;
+        loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(SCAN_PAGE);
+            let (next, page): (u64, Vec<Vec<u8>>) = redis::from_redis_value(self.query(&scan).await?)
+                .map_err(|e| {
+                    NodeOutcome::Failed(NodeFailure {
+                        kind: ErrorKind::Unavailable,
+                        detail: format!("SCAN replied {e}"),
+                    })
+                })?;
+            // A key that is not UTF-8 is not one of ours.
+            keys.extend(page.into_iter().filter_map(|key| String::from_utf8(key).ok()));
+            if next == 0 || keys.len() >= limit {
+                keys.truncate(limit);
+                return Ok(keys);
+            }
+            cursor = next;
+        }
+    }
+
+    /// Runs one command on the foreground connection within the per-node
+    /// timeout, as [`Node::eval_prepared`] runs a script.
+    async fn query(&self, cmd: &Cmd) -> Reply {
+        let deadline = Instant::now() + self.request_timeout;
+        let mut live = match self.foreground.live() {
+            Ok(live) => live,
+            Err(_) => self.foreground.live_by(deadline, false).await?,
+        };
+        let limit = deadline.saturating_duration_since(Instant::now());
+        let outcome = within(limit, async {
+            server_error_as_err(live.connection.query(cmd).await)
+        })
+        .await;
         settled(&live, outcome)
     }
 

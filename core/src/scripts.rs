@@ -634,8 +634,9 @@ return fields
     )
 });
 
-/// `STATUS(KEYS = {lock, fence})`: `{exists, pttl, counter}` for operators
-/// (never the token itself).
+/// `STATUS(KEYS = {lock, fence, leases})`: `{exists, pttl, counter,
+/// waiters}` for operators (never the token itself); `waiters` counts the
+/// queue's leases still running. Read-only.
 pub(crate) static STATUS: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         "status",
@@ -643,7 +644,10 @@ pub(crate) static STATUS: LazyLock<LuaScript> = LazyLock::new(|| {
 local exists = redis.call('EXISTS', KEYS[1])
 local pttl = redis.call('PTTL', KEYS[1])
 local counter = redis.call('GET', KEYS[2]) or '0'
-return {exists, pttl, counter}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local waiters = redis.call('ZCOUNT', KEYS[3], string.format('(%d', now), '+inf')
+return {exists, pttl, counter, waiters}
 "#,
     )
 });

@@ -1,4 +1,5 @@
-//! `fencelock status`: each node's view of a lock, never the owner's token.
+//! `fencelock inspect` (alias `status`): each node's view of a lock, never
+//! the owner's token.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -6,7 +7,7 @@ use std::time::Duration;
 use fencelock::{Client, NodeLockState};
 use serde::Serialize;
 
-use crate::args::StatusArgs;
+use crate::args::InspectArgs;
 use crate::exit;
 
 #[derive(Serialize)]
@@ -24,6 +25,7 @@ struct NodeRow {
     held: bool,
     ttl_ms: Option<u64>,
     fencing_counter: u64,
+    waiters: u64,
     error: Option<String>,
 }
 
@@ -34,13 +36,14 @@ impl From<NodeLockState> for NodeRow {
             held: state.held,
             ttl_ms: state.ttl_ms,
             fencing_counter: state.fencing_counter,
+            waiters: state.waiters,
             error: state.error,
         }
     }
 }
 
 /// Prints the report; exit code 69 when fewer than a quorum of nodes answered.
-pub async fn status(client: &Client, args: &StatusArgs) -> ExitCode {
+pub async fn inspect(client: &Client, args: &InspectArgs) -> ExitCode {
     let states = match client.inspect(&args.resource).await {
         Ok(states) => states,
         Err(e) => {
@@ -89,8 +92,8 @@ fn print_table(report: &Report<'_>) {
         .unwrap_or(4)
         .max(4);
     println!(
-        "{:width$}  {:4}  {:>9}  {:>15}",
-        "NODE", "HELD", "TTL", "FENCING COUNTER"
+        "{:width$}  {:4}  {:>9}  {:>15}  {:>7}",
+        "NODE", "HELD", "TTL", "FENCING COUNTER", "WAITERS"
     );
     for node in &report.nodes {
         let ttl = node.ttl_ms.map_or("-".to_owned(), |ms| {
@@ -99,12 +102,12 @@ fn print_table(report: &Report<'_>) {
         let held = if node.held { "yes" } else { "no" };
         match &node.error {
             None => println!(
-                "{:width$}  {held:4}  {ttl:>9}  {:>15}",
-                node.node, node.fencing_counter
+                "{:width$}  {held:4}  {ttl:>9}  {:>15}  {:>7}",
+                node.node, node.fencing_counter, node.waiters
             ),
             Some(error) => println!(
-                "{:width$}  {:4}  {:>9}  {:>15}  error: {error}",
-                node.node, "?", "?", "?"
+                "{:width$}  {:4}  {:>9}  {:>15}  {:>7}  error: {error}",
+                node.node, "?", "?", "?", "?"
             ),
         }
     }
