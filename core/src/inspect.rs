@@ -68,7 +68,8 @@ impl Client {
     ///
     /// Fails with `invalid_argument` when a node is a Redis Cluster (one
     /// `SCAN` does not visit its shards: inspect resources by name there),
-    /// and with `unavailable` when no node answered.
+    /// with `auth` when every node refused `SCAN`, and with `unavailable`
+    /// when no node answered.
     pub async fn resources(&self, matching: &str, limit: usize) -> Result<Vec<String>> {
         let shared = self.shared().clone();
         shared.ready().await?;
@@ -86,18 +87,29 @@ impl Client {
             let replies = futures_util::future::join_all(scans).await;
             let mut found = BTreeSet::new();
             let mut failures = Vec::new();
+            let mut refused = 0;
             for (node, reply) in nodes.iter().zip(replies) {
                 match reply {
                     Ok(keys) => found.extend(
                         keys.iter()
                             .filter_map(|key| LockKeys::resource_of_counter(&prefix, key)),
                     ),
-                    Err(outcome) => failures.push(format!("{}: {outcome}", node.endpoint())),
+                    Err(outcome) => {
+                        let is_refusal =
+                            matches!(&outcome, NodeOutcome::Failed(f) if f.kind == ErrorKind::Auth);
+                        refused += usize::from(is_refusal);
+                        failures.push(format!("{}: {outcome}", node.endpoint()));
+                    }
                 }
             }
             if failures.len() == nodes.len() {
+                let kind = if refused == nodes.len() {
+                    ErrorKind::Auth
+                } else {
+                    ErrorKind::Unavailable
+                };
                 return Err(Error::new(
-                    ErrorKind::Unavailable,
+                    kind,
                     format!(
                         "no node answered SCAN ({}); check that they are up and that the user has +scan",
                         failures.join("; ")

@@ -179,3 +179,53 @@ async fn resources_refuses_a_redis_cluster_node_and_says_why() {
     );
     lock.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_views_need_only_zcount_and_scan_beyond_the_documented_rights() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    // docs/protocol.md §3 "ACL rights": the application's rights, then the operators' two.
+    let app_rights = "-@all +evalsha +eval +get +set +del +pexpire +incr +exists +pttl +time +zadd +zrem \
+                      +zscore +zrank +zrange +zrangebyscore +publish +mget +sadd +srem +smembers +subscribe \
+                      +hget +hset +hmget +ping +hello +client|setname";
+    let user = |name: &str, extra: &str| {
+        let mut args = vec![
+            "ACL",
+            "SETUSER",
+            name,
+            "on",
+            ">pw",
+            "resetkeys",
+            "~fencelock:*",
+            "resetchannels",
+        ];
+        args.extend(["&fencelock:wake:*", "&fencelock:leader:*"]);
+        args.extend(app_rights.split_whitespace());
+        args.extend(extra.split_whitespace());
+        nodes[0].command(&args);
+        let url = nodes[0].url().replace("redis://", &format!("redis://{name}:pw@"));
+        async move {
+            Client::builder()
+                .node(url)
+                .node_timeout(ms(2000))
+                .build()
+                .await
+                .unwrap()
+        }
+    };
+    let operator = user("operator", "+zcount +scan").await;
+    let lock = operator
+        .acquire("acl:1", LockOptions::new(ms(5000)))
+        .await
+        .unwrap();
+    let state = &operator.inspect("acl:1").await.unwrap()[0];
+    assert!(state.held && state.error.is_none(), "{state:?}");
+    assert_eq!(operator.resources("acl:*", 10).await.unwrap(), ["acl:1"]);
+    lock.release().await.unwrap();
+
+    let app = user("app", "").await;
+    let err = app.resources("*", 10).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(err.to_string().contains("+scan"), "{err}");
+    let state = &app.inspect("acl:1").await.unwrap()[0];
+    assert!(state.error.is_some(), "STATUS ran without +zcount: {state:?}");
+}
