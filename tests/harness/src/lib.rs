@@ -1,4 +1,4 @@
-//! Real `redis-server` processes for fencelock's tests, demo and benchmarks.
+//! Real `redis-server` (and PostgreSQL) processes for fencelock's tests, demo and benchmarks.
 //!
 //! Each node runs on a free loopback port chosen at start (never a fixed
 //! one: another Redis may be running on the machine), in its own temporary
@@ -17,10 +17,12 @@
 
 mod cluster;
 mod history;
+mod postgres;
 mod process;
 mod proxy;
 
 pub use cluster::RedisCluster;
 pub use history::{CheckOptions, Grant, GrantId, History, Violation, check_counter, validity_bound};
+pub use postgres::{PostgresNode, postgres_bin_dir, postgres_installed};
 pub use process::{NodeOptions, RedisNode, TlsFiles, redis_server_path};
 pub use proxy::{FaultProxy, Mode, ProxyStats};

@@ -299,7 +299,7 @@ fn signal(child: &Child, sig: libc::c_int) {
 /// would then share it (one answering for both). Another process could take
 /// it meanwhile; `wait_ready` then fails loudly rather than talking to a
 /// stranger, since the child would have exited.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
     loop {
