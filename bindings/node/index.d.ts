@@ -485,3 +485,48 @@ export declare const METRIC_NAMES: Readonly<Record<keyof Metrics, string>>
 export declare const LATENCY_BUCKETS_MS: readonly number[]
 /** The version of the native addon. */
 export declare const VERSION: string
+
+/** How much a record matters, most severe first: the core's levels (`LOG_LEVELS`). */
+export type LogLevel = 'error' | 'warn' | 'info' | 'debug' | 'trace'
+
+/**
+ * One of the core's events, as the diagnostics channel `fencelock:log`
+ * publishes it (frozen). It names nodes without their credentials and never
+ * carries a lock's random token or a password.
+ */
+export interface LogRecord {
+  /**
+   * `'warn'` for a lost lock, a failed renewal, an unreachable node; `'debug'`
+   * for each acquisition, release, extension and connection change; `'trace'`
+   * for each renewal; `'error'` and `'info'` for rarer events.
+   */
+  readonly level: LogLevel
+  /** The core module that emitted it, such as `'fencelock::lock_state'`. */
+  readonly target: string
+  /** What happened, such as `'lock lost'`. */
+  readonly message: string
+  /** What it happened to, such as `{ resource: 'jobs', reason: '…' }` (every value a string). */
+  readonly fields: Readonly<Record<string, string>>
+  /** The message followed by ` name=value` for each field: `'lock lost resource=jobs reason=…'`. */
+  readonly line: string
+}
+
+/**
+ * The name of the `node:diagnostics_channel` channel every record is published
+ * on: `diagnostics_channel.subscribe(LOG_CHANNEL, (record) => …)` receives each
+ * {@link LogRecord}. Records are also printed through
+ * `util.debuglog('fencelock')` (`NODE_DEBUG=fencelock`).
+ */
+export declare const LOG_CHANNEL: 'fencelock:log'
+/** The core's levels, most severe first: `['error', 'warn', 'info', 'debug', 'trace']`. */
+export declare const LOG_LEVELS: readonly LogLevel[]
+/**
+ * Publishes the core's records at `level` and above from now on, in this
+ * thread (the main thread and each worker have their own level): `'off'` for
+ * none. The default is `'warn'`, or `'debug'` when `NODE_DEBUG` names
+ * fencelock. Throws a `TypeError` for anything but a string and a
+ * `RangeError` for another string.
+ */
+export declare function setLogLevel(level: LogLevel | 'off'): void
+/** The level records are published at in this thread (`'off'` when none are). */
+export declare function getLogLevel(): LogLevel | 'off'

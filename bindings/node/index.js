@@ -20,6 +20,8 @@
  * - `lib/metrics.js`: what `Client#metrics()` returns, `METRIC_NAMES` and
  *   `LATENCY_BUCKETS_MS` (`prometheus.js`, the `fencelock/prometheus` module,
  *   reports them in a prom-client registry).
+ * - `lib/log.js`: the core's events on the diagnostics channel `fencelock:log`
+ *   and `util.debuglog('fencelock')`, and `setLogLevel`.
  * - `lib/errors.js`: the error classes; `lib/make-error.js`: `makeError`, which the addon calls.
  * - `lib/lost.js`: the `LockLostError` a lost lock's signal aborts with, and
  *   the warning when a lost-lock callback throws.
@@ -44,8 +46,10 @@ const { Semaphore } = require('./lib/semaphore.js')
 const { RwLock } = require('./lib/rw-lock.js')
 const { Client } = require('./lib/client.js')
 const { METRIC_NAMES, LATENCY_BUCKETS_MS } = require('./lib/metrics.js')
+const log = require('./lib/log.js')
 
 native.init(makeError, reportError, keepPolling)
+log.install()
 
 // Named so that module.exports below lists identifiers only: Node's ES
 // module loader then finds every name (index.mjs re-exports them all).
@@ -60,6 +64,10 @@ const MAX_DRIFT_FACTOR = LIMITS.maxDriftFactor
 const MAX_LEADER_VALUE = LIMITS.maxLeaderValue
 const MAX_PERMITS = LIMITS.maxPermits
 const VERSION = native.VERSION
+const LOG_CHANNEL = log.LOG_CHANNEL
+const LOG_LEVELS = log.LOG_LEVELS
+const setLogLevel = log.setLogLevel
+const getLogLevel = log.getLogLevel
 
 module.exports = {
   Client,
@@ -84,5 +92,9 @@ module.exports = {
   MAX_PERMITS,
   METRIC_NAMES,
   LATENCY_BUCKETS_MS,
+  LOG_CHANNEL,
+  LOG_LEVELS,
+  setLogLevel,
+  getLogLevel,
   VERSION,
 }

@@ -231,6 +231,13 @@ export interface FencedValue {
 }
 
 /**
+ * Calls `callback(record)` on this environment's JavaScript thread for each
+ * core event at `level` (1 error … 5 trace; null: none) and above, in place
+ * of this environment's earlier callback. Never keeps the event loop alive.
+ */
+export declare function forwardLogs(callback: (record: NativeLogRecord) => void, level: number | null): void
+
+/**
  * Installs the JavaScript hooks: `makeError(kind, message, resource, nodes)`
  * builds the error class of a core error kind, `reportError(error)`
  * receives an exception thrown by a callback (instead of crashing the loop),
@@ -379,6 +386,22 @@ export interface NamedCount {
   count: number
 }
 
+/** One core event, as `lib/log.js` receives it. */
+export interface NativeLogRecord {
+  /** 1 (error) to 5 (trace): the vectors' `log_levels`. */
+  level: number
+  /** The core module that emitted it, such as `fencelock::lock_state`. */
+  target: string
+  /** What happened, such as `lock lost`. */
+  message: string
+  /** `[name, value]` pairs, in the order the event names them. */
+  fields: Array<Array<string>>
+  /** The message followed by ` name=value` for each field. */
+  line: string
+  /** Records this environment missed just before this one (its queue was full). */
+  dropped: number
+}
+
 /** The core's snapshot of a client's counters, flat (`lib/metrics.js` shapes it). */
 export interface NativeMetrics {
   /** Acquisitions that returned a lock, a permit or a grant. */
@@ -431,6 +454,9 @@ export interface NodeLockState {
  * `setImmediate` callbacks.
  */
 export declare function pendingOperations(yieldCpu?: boolean | undefined | null): number
+
+/** This environment's level from now on (1 error … 5 trace; null: none). */
+export declare function setLogLevel(level?: number | undefined | null): void
 
 /** The version of the native module. */
 export declare const VERSION: string

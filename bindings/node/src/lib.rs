@@ -4,14 +4,16 @@
 //! classes); this module stays small and mechanical: every operation runs on
 //! the Rust core's one internal tokio runtime and settles a promise through
 //! [`bridge`], locks carry the core's lost-lock future to an `AbortSignal`
-//! through a callback that never keeps the process alive, and core errors
-//! become the JavaScript classes through a factory `index.js` installs.
+//! through a callback that never keeps the process alive, core errors
+//! become the JavaScript classes through a factory `index.js` installs, and
+//! the core's events reach `lib/log.js` through [`logs`].
 
 mod args;
 mod bridge;
 mod client;
 mod errors;
 mod lock;
+mod logs;
 mod metrics;
 mod observe;
 mod rw_lock;
@@ -27,6 +29,7 @@ pub use lock::{
     Canceller, LockHandle, lock_extend, lock_fencing_token, lock_holder, lock_is_held, lock_permit,
     lock_release, lock_remaining_ms, lock_renewals, lock_resource, lock_status, lock_watch_lost,
 };
+pub use logs::{NativeLogRecord, forward_logs, set_log_level};
 pub use metrics::{MetricNames, NamedCount, NativeMetrics, latency_buckets_ms, metric_names};
 pub use observe::{Leader, NativeObservation};
 pub use rw_lock::NativeRwLock;

@@ -2,7 +2,8 @@
 
 // The shared protocol vectors (tests/vectors/protocol.json) through the Node
 // front: the keys the client writes, the resources it refuses, and the
-// tables every front shares (limits, error kinds, loss reasons, node outcomes).
+// tables every front shares (limits, error kinds, loss reasons, node outcomes,
+// metrics, log levels).
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
@@ -175,5 +176,29 @@ test('fencelock/prometheus exports the vectors names', async () => {
     assert.deepEqual(les, [...table.latency_buckets_seconds.map(String), '+Inf'])
   } finally {
     await client.close()
+  }
+})
+
+test('log levels are the vectors: the names, most severe first, and the numbers the addon takes', () => {
+  const levels = VECTORS.log_levels
+  assert.deepEqual(
+    fencelock.LOG_LEVELS,
+    levels.map(({ name }) => name),
+  )
+  const native = require('../native.js')
+  const before = fencelock.getLogLevel()
+  try {
+    for (const { name, c_value } of levels) {
+      // setLogLevel(name) hands the addon the index + 1: the vectors' number.
+      assert.equal(fencelock.LOG_LEVELS.indexOf(name) + 1, c_value, name)
+      fencelock.setLogLevel(name)
+      assert.equal(fencelock.getLogLevel(), name)
+      native.setLogLevel(c_value)
+    }
+    for (const outside of [0, Math.max(...levels.map((l) => l.c_value)) + 1]) {
+      assert.throws(() => native.setLogLevel(outside), /1 \(error\) to 5 \(trace\)/)
+    }
+  } finally {
+    fencelock.setLogLevel(before)
   }
 })

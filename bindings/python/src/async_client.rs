@@ -20,6 +20,7 @@ use crate::election::AsyncLeadership;
 use crate::errors::core_error;
 use crate::fence::fenced_args;
 use crate::lock::{AsyncLock, LockInner};
+use crate::logs;
 use crate::metrics::metrics_py;
 use crate::observe::AsyncObservation;
 use crate::rt::{self, Deferred};
@@ -45,6 +46,7 @@ impl AsyncClient {
     #[pyo3(signature = (nodes, **options))]
     fn new(py: Python<'_>, nodes: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let builder = client_builder("AsyncClient.__new__()", nodes, options)?;
+        logs::sync_level(py);
         let inner = rt::wait(py, builder.build())?.map_err(|e| core_error(py, e))?;
         Ok(AsyncClient { inner })
     }
@@ -60,6 +62,7 @@ impl AsyncClient {
         options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let builder = client_builder("AsyncClient.connect()", nodes, options)?;
+        logs::sync_level(py);
         asyncio::awaitable(py, async move {
             Deferred::result(builder.build().await, |py, inner| {
                 Ok(Py::new(py, AsyncClient { inner })?.into_any())

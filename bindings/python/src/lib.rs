@@ -8,8 +8,9 @@
 //! `observe`) hands out leaderships built on the lock classes, counting
 //! semaphores (`semaphore`) hand out their permits as locks, and read-write
 //! locks (`rw_lock`) their readers' and writers' grants; `metrics()` gives
-//! a client's counters as a dict. The exception
-//! classes are plain Python (`fencelock/_errors.py`).
+//! a client's counters as a dict; the core's events reach Python's
+//! `logging` through `logs` (wrapped by `fencelock/_logging.py`). The
+//! exception classes are plain Python (`fencelock/_errors.py`).
 
 mod args;
 mod async_client;
@@ -23,6 +24,7 @@ mod election;
 mod errors;
 mod fence;
 mod lock;
+mod logs;
 mod metrics;
 mod observe;
 mod rt;
@@ -77,6 +79,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<rw_lock::RwLock>()?;
     m.add_class::<rw_lock::AsyncRwLock>()?;
     m.add_function(wrap_pyfunction!(settle, m)?)?;
+    logs::register(m)?;
     // Private names: set as attributes, left out of `__all__`.
     m.setattr("_LockBase", m.py().get_type::<lock::LockBase>())?;
     m.setattr("_LeadershipBase", m.py().get_type::<election::LeadershipBase>())?;

@@ -18,6 +18,7 @@ use crate::election::Leadership;
 use crate::errors::core_error;
 use crate::fence::fenced_args;
 use crate::lock::{Lock, LockInner};
+use crate::logs;
 use crate::metrics::metrics_py;
 use crate::observe::Observation;
 use crate::rt;
@@ -52,6 +53,7 @@ impl Client {
     #[pyo3(signature = (nodes, **options))]
     fn new(py: Python<'_>, nodes: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let builder = client_builder("Client.__new__()", nodes, options)?;
+        logs::sync_level(py);
         let inner = rt::wait(py, builder.build())?.map_err(|e| core_error(py, e))?;
         Ok(Client { inner })
     }

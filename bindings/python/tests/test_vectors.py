@@ -144,3 +144,31 @@ def test_the_prometheus_collector_exports_the_vector_names(url: str) -> None:
     ]
     assert [float(le) for le in les[:-1]] == VECTORS["metrics"]["latency_buckets_seconds"]
     assert les[-1] == "+Inf"
+
+
+def test_log_levels_are_the_vectors() -> None:
+    import logging
+
+    levels = VECTORS["log_levels"]
+    # The same names, most severe first, each on its logging level.
+    assert [entry["name"] for entry in levels] == list(fencelock.LOG_LEVELS)
+    assert dict(fencelock.LOG_LEVELS) == {
+        "error": logging.ERROR,
+        "warn": logging.WARNING,
+        "info": logging.INFO,
+        "debug": logging.DEBUG,
+        "trace": fencelock.TRACE,
+    }
+    # The numbers the native module speaks are the vectors' values.
+    assert {entry["c_value"]: fencelock.LOG_LEVELS[entry["name"]] for entry in levels} == dict(
+        fencelock._logging._BY_NUMBER
+    )
+    try:
+        for entry in levels:
+            fencelock._native._set_log_level(entry["c_value"])
+            assert fencelock._native._log_level() == entry["c_value"]
+        for outside in (0, max(entry["c_value"] for entry in levels) + 1):
+            with pytest.raises(fencelock.InvalidArgumentError):
+                fencelock._native._set_log_level(outside)
+    finally:
+        fencelock.sync_log_level()

@@ -28,6 +28,13 @@ renewals, the locks held and the calls waiting, an acquire-latency histogram);
 ``fencelock.prometheus.Collector`` exports it through ``prometheus_client``
 (``pip install 'fencelock[prometheus]'``), under the names of :data:`METRIC_NAMES`.
 
+Logging: the core's events (a lock acquired, a renewal failed, a lock lost, a node
+unreachable…) go to the logger ``fencelock`` (a child per core module, such as
+``fencelock.lock_state``), as ``lock lost resource=jobs reason=…`` with the fields
+in ``record.fencelock_fields``; trace events at level :data:`TRACE` (5). The level
+forwarded follows the ``fencelock`` logger's, read when a client is made: configure
+logging first, or call :func:`sync_log_level` after changing it.
+
 Forking: a client made before ``fork()`` raises :class:`ClosedError` in
 the child. Create clients after forking (in each multiprocessing worker, or in
 gunicorn's ``post_fork`` hook), or use the ``spawn`` start method.
@@ -35,6 +42,7 @@ gunicorn's ``post_fork`` hook), or use the ``spawn`` start method.
 
 import atexit
 
+from . import _logging
 from ._errors import (
     AuthError,
     Closed,
@@ -64,6 +72,7 @@ from ._errors import (
 from ._errors import (
     CancelledError as CancelledError,
 )
+from ._logging import LOG_LEVELS, TRACE, sync_log_level
 from ._metrics import AcquireLatency, Metrics
 from ._native import (
     LATENCY_BUCKETS,
@@ -99,6 +108,9 @@ from ._native import (
     settle,
 )
 
+# The core's events to logging, from now on (its atexit hook goes before settle's).
+_logging._install()
+
 # Clean-up still on its way when the interpreter exits (a lock granted just
 # as Ctrl-C came, the undo of an abandoned attempt) would die with the
 # process and leave keys blocking their resources until their ttl.
@@ -124,6 +136,7 @@ __all__ = [
     "InternalError",
     "InvalidArgumentError",
     "LATENCY_BUCKETS",
+    "LOG_LEVELS",
     "Lock",
     "Leader",
     "Leadership",
@@ -150,11 +163,13 @@ __all__ = [
     "RwLock",
     "Semaphore",
     "StaleTokenError",
+    "TRACE",
     "TlsError",
     "UnavailableError",
     "WouldBlockError",
     "__version__",
     "settle",
+    "sync_log_level",
     # Names of version 0.1, aliases of the *Error classes:
     "Closed",
     "InvalidArgument",

@@ -67,6 +67,24 @@ def _bench_core(
 ) -> float:
     """Benchmark helper: acquire+release cycles in the Rust core alone; the elapsed seconds."""
 
+# The core's events to logging (private: fencelock/_logging.py wraps them). Levels
+# are the core's numbers: 1 error, 2 warn, 3 info, 4 debug, 5 trace; None is none.
+def _forward_logs(
+    sink: Callable[[int, str, str, tuple[tuple[str, str], ...], str], object],
+    level: Optional[int],
+) -> None:
+    """Calls ``sink(level, target, message, fields, line)`` for each core event at ``level``
+    and above, on fencelock's log delivery thread."""
+
+def _set_log_level(level: Optional[int]) -> None:
+    """Forwards at ``level`` from now on."""
+
+def _log_level() -> Optional[int]:
+    """The level forwarded at now."""
+
+def _close_logs() -> None:
+    """Forwards nothing more and never calls Python again (at interpreter exit)."""
+
 MIN_TTL: float
 """Shortest ttl accepted, in seconds."""
 MAX_TTL: float
