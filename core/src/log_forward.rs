@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use arc_swap::ArcSwap;
+
 use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
 use tracing::span::{Attributes, Id, Record};
@@ -27,6 +29,7 @@ use tracing::subscriber::Interest;
 use tracing::{Event, Metadata, Subscriber};
 
 use crate::error::{Error, Result};
+use crate::runtime;
 
 /// Records waiting for the delivery thread; beyond this they are dropped
 /// (and counted) rather than slow down a lock operation.
@@ -210,7 +213,7 @@ fn forwarder() -> Result<&'static Forwarder> {
     if let Some(forwarder) = FORWARDER.get() {
         return Ok(forwarder);
     }
-    let (forwarder, receiver) = Forwarder::new();
+    let forwarder = Forwarder::new()?;
     tracing::subscriber::set_global_default(ForwardingSubscriber).map_err(|_| {
         Error::invalid(
             "another tracing subscriber is already installed in this process; fencelock's events go to it, \
@@ -218,11 +221,6 @@ fn forwarder() -> Result<&'static Forwarder> {
         )
     })?;
     let forwarder = FORWARDER.get_or_init(|| forwarder);
-    let delivery = forwarder.delivery.clone();
-    std::thread::Builder::new()
-        .name("fencelock-log".to_owned())
-        .spawn(move || delivery.run(receiver))
-        .map_err(|e| Error::invalid(format!("could not start the log delivery thread: {e}")))?;
     tracing::callsite::rebuild_interest_cache();
     Ok(forwarder)
 }
@@ -231,30 +229,45 @@ fn forwarder() -> Result<&'static Forwarder> {
 struct Forwarder {
     /// The `LogLevel` number forwarded at, 0 for none.
     level: AtomicU8,
-    queue: SyncSender<LogRecord>,
+    /// The queue to this process's delivery thread. A child made by `fork()`
+    /// inherits the parent's queue but not its thread: the first record in
+    /// the child opens a new queue and thread (see [`Forwarder::line`]).
+    line: ArcSwap<Line>,
+    /// Held while a forked child replaces the line.
+    respawn: Mutex<()>,
     delivery: Arc<DeliveryState>,
 }
 
+/// A queue and the process whose delivery thread empties it.
+struct Line {
+    pid: u32,
+    queue: SyncSender<LogRecord>,
+}
+
 struct DeliveryState {
-    /// A sink to use from the next record on (`Some(None)`: none). Only the
-    /// delivery thread holds the sink in use, so replacing it never waits
-    /// for a call of the old one to return.
+    /// A sink to use from the next record on (`Some(None)`: none). Replacing
+    /// the sink never waits for a call of the one in use to return.
     replacement: Mutex<Option<Option<LogSink>>>,
+    /// The sink in use, locked by the delivery thread only (one record at a
+    /// time), and kept here rather than on that thread's stack so that the
+    /// delivery thread of a forked child takes it over.
+    current: Mutex<Option<LogSink>>,
     dropped: AtomicU64,
 }
 
 impl Forwarder {
-    fn new() -> (Self, Receiver<LogRecord>) {
-        let (queue, receiver) = mpsc::sync_channel(QUEUE_CAPACITY);
-        let forwarder = Forwarder {
+    fn new() -> Result<Self> {
+        let delivery = Arc::new(DeliveryState {
+            replacement: Mutex::new(None),
+            current: Mutex::new(None),
+            dropped: AtomicU64::new(0),
+        });
+        Ok(Forwarder {
             level: AtomicU8::new(0),
-            queue,
-            delivery: Arc::new(DeliveryState {
-                replacement: Mutex::new(None),
-                dropped: AtomicU64::new(0),
-            }),
-        };
-        (forwarder, receiver)
+            line: ArcSwap::from_pointee(Line::open(&delivery)?),
+            respawn: Mutex::new(()),
+            delivery,
+        })
     }
 
     fn level(&self) -> Option<LogLevel> {
@@ -266,8 +279,25 @@ impl Forwarder {
             .is_some_and(|level| LogLevel::of(metadata.level()) <= level)
     }
 
+    /// The queue of this process's delivery thread, opened anew in a forked child.
+    fn line(&self) -> Option<Arc<Line>> {
+        let line = self.line.load_full();
+        if line.pid == runtime::current_pid() {
+            return Some(line);
+        }
+        let _one_at_a_time = self.respawn.lock().unwrap_or_else(|e| e.into_inner());
+        let line = self.line.load_full();
+        if line.pid == runtime::current_pid() {
+            return Some(line);
+        }
+        let fresh = Arc::new(Line::open(&self.delivery).ok()?);
+        self.line.store(fresh.clone());
+        Some(fresh)
+    }
+
     fn enqueue(&self, record: LogRecord) {
-        match self.queue.try_send(record) {
+        let Some(line) = self.line() else { return };
+        match line.queue.try_send(record) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 self.delivery.dropped.fetch_add(1, Ordering::Relaxed);
@@ -277,16 +307,34 @@ impl Forwarder {
     }
 }
 
+impl Line {
+    /// A new queue, and the thread that delivers its records.
+    fn open(delivery: &Arc<DeliveryState>) -> Result<Line> {
+        let (queue, receiver) = mpsc::sync_channel(QUEUE_CAPACITY);
+        let delivery = delivery.clone();
+        std::thread::Builder::new()
+            .name("fencelock-log".to_owned())
+            .spawn(move || delivery.run(receiver))
+            .map_err(|e| Error::invalid(format!("could not start the log delivery thread: {e}")))?;
+        Ok(Line {
+            pid: runtime::current_pid(),
+            queue,
+        })
+    }
+}
+
 impl DeliveryState {
     fn replace_sink(&self, sink: Option<LogSink>) {
         *self.replacement.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
     }
 
     fn run(&self, receiver: Receiver<LogRecord>) {
-        let mut sink: Option<LogSink> = None;
         for record in receiver {
+            // A fork in the middle of a call leaves this locked in the child
+            // for good: that child's records then wait, and are dropped.
+            let mut sink = self.current.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(replacement) = self.replacement.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                sink = replacement;
+                *sink = replacement;
             }
             let Some(sink) = sink.as_mut() else { continue };
             let dropped = self.dropped.swap(0, Ordering::Relaxed);

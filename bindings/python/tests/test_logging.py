@@ -364,3 +364,42 @@ time.sleep(0.3)
     assert result.returncode == 0, result.stderr
     assert "lock lost resource=unconfigured:" in result.stderr
     assert "lock acquired" not in result.stderr
+
+
+def test_a_forked_child_logs_through_its_own_delivery_thread(url: str) -> None:
+    # fork() copies the queue to the core's delivery thread but not the thread:
+    # the child's first record opens a queue and thread of its own.
+    script = f"""
+import logging, os, time
+import fencelock
+
+records = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append(record.getMessage())
+logger = logging.getLogger("fencelock")
+logger.addHandler(Keep())
+logger.setLevel(logging.DEBUG)
+
+def cycle(resource):
+    client = fencelock.Client({url!r})
+    client.acquire(resource, ttl=5).release()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if any("lock acquired" in r and resource in r for r in records):
+            return True
+        time.sleep(0.01)
+    return False
+
+assert cycle("fork:parent:{time.time_ns()}"), records
+child = os.fork()
+if child == 0:
+    os._exit(0 if cycle("fork:child:{time.time_ns()}") else 3)
+_, status = os.waitpid(child, 0)
+raise SystemExit(os.waitstatus_to_exitcode(status))
+"""
+    result = run_python(script, timeout=30)
+    assert result.returncode == 0, (
+        f"the forked child saw no record of its own lock (exit {result.returncode}): "
+        f"{result.stderr}"
+    )
