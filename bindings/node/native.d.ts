@@ -442,6 +442,8 @@ export interface NodeLockState {
   ttlMs?: number
   /** The resource's fencing counter on that node. */
   fencingCounter: bigint
+  /** The waiters in the lock's queue there whose lease still runs. */
+  waiters: number
   /** The error, if the node did not answer. */
   error?: string
 }

@@ -114,6 +114,8 @@ pub struct NodeLockState {
     pub ttl_ms: Option<f64>,
     /// The resource's fencing counter on that node.
     pub fencing_counter: BigInt,
+    /// The waiters in the lock's queue there whose lease still runs.
+    pub waiters: u32,
     /// The error, if the node did not answer.
     pub error: Option<String>,
 }
@@ -292,6 +294,7 @@ impl NativeClient {
                     held: s.held,
                     ttl_ms: s.ttl_ms.map(|t| t as f64),
                     fencing_counter: BigInt::from(s.fencing_counter),
+                    waiters: u32::try_from(s.waiters).unwrap_or(u32::MAX),
                     error: s.error,
                 })
                 .collect();

@@ -44,7 +44,15 @@ test('acquire, inspect and release', async () => {
   const [state] = await client.inspect(resource)
   assert.equal(state.held, true)
   assert.equal(state.fencingCounter, lock.fencingToken)
+  assert.equal(state.waiters, 0)
+  const waiting = client.acquire(resource, { ttl: 5000, wait: 10000 })
+  const deadline = Date.now() + 5000
+  while ((await client.inspect(resource))[0].waiters !== 1) {
+    assert.ok(Date.now() < deadline, 'the waiter was never counted')
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
   await lock.release()
+  await (await waiting).release()
   assert.equal(lock.isHeld(), false)
   assert.equal(lock.status, 'released')
   assert.equal(lock.remainingMs, 0)

@@ -107,7 +107,7 @@ pub(crate) async fn campaign(
 }
 
 /// `inspect`'s answer: a list of dicts with `node`, `held`, `ttl` (seconds
-/// or None), `fencing_counter` and `error`.
+/// or None), `fencing_counter`, `waiters` (live waiters in its queue) and `error`.
 pub(crate) fn inspect_py(py: Python<'_>, states: Vec<fencelock::NodeLockState>) -> PyResult<Py<PyAny>> {
     let list = PyList::empty(py);
     for s in states {
@@ -116,6 +116,7 @@ pub(crate) fn inspect_py(py: Python<'_>, states: Vec<fencelock::NodeLockState>) 
         d.set_item("held", s.held)?;
         d.set_item("ttl", s.ttl_ms.map(|ms| ms as f64 / 1000.0))?;
         d.set_item("fencing_counter", s.fencing_counter)?;
+        d.set_item("waiters", s.waiters)?;
         d.set_item("error", s.error)?;
         list.append(d)?;
     }

@@ -4,6 +4,7 @@ fencing, the lost signal."""
 from __future__ import annotations
 
 import threading
+import time
 
 import fencelock
 import pytest
@@ -245,8 +246,21 @@ def test_inspect_and_properties(url: str, resource: str) -> None:
         assert state["node"] == url and state["held"] is True
         assert 0 < state["ttl"] <= 5
         assert state["fencing_counter"] == lock.fencing_token
+        assert state["waiters"] == 0
         assert state["error"] is None
         assert resource in repr(lock)
+        waiter = Client([url], key_prefix="app:")
+        got: list = []
+        thread = threading.Thread(
+            target=lambda: got.append(waiter.acquire(resource, ttl=5, wait=10))
+        )
+        thread.start()
+        deadline = time.monotonic() + 5
+        while client.inspect(resource)[0]["waiters"] != 1:
+            assert time.monotonic() < deadline, client.inspect(resource)
+            time.sleep(0.02)
+    thread.join(10)
+    got[0].release()
 
 
 def test_key_prefix_is_used(url: str, resource: str, r1: "redis.Redis[str]") -> None:
