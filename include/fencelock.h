@@ -1391,40 +1391,6 @@ fencelock_status fencelock_lock_on_lost(const struct fencelock_lock *lock,
                                         struct fencelock_error **error);
 
 /**
- * Forwards fencelock's log records at `level` and above to `callback` from
- * now on, in place of any earlier callback; a NULL `callback` or
- * `FENCELOCK_LOG_OFF` stops forwarding. Records never carry a password or
- * a lock's token (they may carry fencing tokens, which are not secrets).
- *
- * `user_data` is passed back to every call and must be usable from another
- * thread; fencelock never dereferences it. After a replacement, the old
- * callback may still receive the record it is being called with: keep its
- * `user_data` alive until the new callback has been called once, or for
- * the life of the process.
- *
- * Returns `FENCELOCK_STATUS_INVALID_ARGUMENT` for a level outside the enum,
- * or when another `tracing` subscriber is already installed in the process
- * (only a Rust host that links fencelock statically can have one).
- * Non-blocking; any thread.
- *
- * # Safety
- * `callback` is NULL or a function of that signature that stays callable
- * for the life of the process; `error` is NULL or writable.
- */
-fencelock_status fencelock_log_forward(fencelock_log_callback callback,
-                                       void *user_data,
-                                       int32_t level,
-                                       struct fencelock_error **error);
-
-/**
- * Changes the level records are forwarded at, keeping the callback;
- * `FENCELOCK_LOG_OFF` pauses forwarding. Returns
- * `FENCELOCK_STATUS_INVALID_ARGUMENT` for a level outside the enum (the
- * only failure). Non-blocking; any thread.
- */
-fencelock_status fencelock_log_set_level(int32_t level);
-
-/**
  * Creates lock options with a ttl of `ttl_ms` and every other field unset.
  *
  * `out` receives the new object (NULL → `FENCELOCK_STATUS_NULL_ARGUMENT`).
@@ -1494,6 +1460,40 @@ fencelock_status fencelock_lock_options_set_max_renewals(struct fencelock_lock_o
  * `options` is NULL or live.
  */
 fencelock_status fencelock_lock_options_set_fair(struct fencelock_lock_options *options, bool fair);
+
+/**
+ * Forwards fencelock's log records at `level` and above to `callback` from
+ * now on, in place of any earlier callback; a NULL `callback` or
+ * `FENCELOCK_LOG_OFF` stops forwarding. Records never carry a password or
+ * a lock's token (they may carry fencing tokens, which are not secrets).
+ *
+ * `user_data` is passed back to every call and must be usable from another
+ * thread; fencelock never dereferences it. After a replacement, the old
+ * callback may still receive the record it is being called with: keep its
+ * `user_data` alive until the new callback has been called once, or for
+ * the life of the process.
+ *
+ * Returns `FENCELOCK_STATUS_INVALID_ARGUMENT` for a level outside the enum,
+ * or when another `tracing` subscriber is already installed in the process
+ * (only a Rust host that links fencelock statically can have one).
+ * Non-blocking; any thread.
+ *
+ * # Safety
+ * `callback` is NULL or a function of that signature that stays callable
+ * for the life of the process; `error` is NULL or writable.
+ */
+fencelock_status fencelock_log_forward(fencelock_log_callback callback,
+                                       void *user_data,
+                                       int32_t level,
+                                       struct fencelock_error **error);
+
+/**
+ * Changes the level records are forwarded at, keeping the callback;
+ * `FENCELOCK_LOG_OFF` pauses forwarding. Returns
+ * `FENCELOCK_STATUS_INVALID_ARGUMENT` for a level outside the enum (the
+ * only failure). Non-blocking; any thread.
+ */
+fencelock_status fencelock_log_set_level(int32_t level);
 
 /**
  * The upper bounds of the acquire-latency buckets, in nanoseconds,
