@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::backoff::RetryPolicy;
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Endpoint, Topology};
 use crate::error::{Error, Result};
 use crate::keys::{DEFAULT_PREFIX, validate_prefix};
 use crate::node::NodeSettings;
@@ -215,6 +215,7 @@ impl ClientBuilder {
             .map(|url| Endpoint::parse(url))
             .collect::<Result<Vec<_>>>()?;
         reject_duplicates(&endpoints)?;
+        reject_mixed_stores(&endpoints)?;
         if !self.allow_mixed_tls && endpoints.iter().any(|e| e.tls) && endpoints.iter().any(|e| !e.tls) {
             return Err(Error::config(
                 "some nodes use TLS (rediss://) and some do not; use TLS everywhere or call allow_mixed_tls(true)",
@@ -259,6 +260,30 @@ impl ClientBuilder {
             metrics_per_resource: self.metrics_per_resource,
         })
     }
+}
+
+/// One PostgreSQL server per client, and never beside Redis nodes: a
+/// PostgreSQL server keeps its own replicas consistent, so a quorum of
+/// independent servers is not how it is made highly available (and a
+/// quorum of Redis and SQL nodes would mix two clocks and two failure models).
+fn reject_mixed_stores(endpoints: &[Endpoint]) -> Result<()> {
+    let postgres = endpoints
+        .iter()
+        .filter(|e| e.topology == Topology::Postgres)
+        .count();
+    if postgres == 0 || (postgres == 1 && endpoints.len() == 1) {
+        return Ok(());
+    }
+    Err(Error::config(if postgres == endpoints.len() {
+        format!(
+            "{postgres} PostgreSQL nodes given; use one PostgreSQL server per client (its own \
+             replication is what keeps it available), or Redis masters for Redlock"
+        )
+    } else {
+        "PostgreSQL and Redis nodes given together; a client uses one store: either one \
+         postgresql:// URL or redis:// nodes"
+            .to_owned()
+    }))
 }
 
 fn reject_duplicates(endpoints: &[Endpoint]) -> Result<()> {

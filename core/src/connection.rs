@@ -25,15 +25,19 @@ use std::time::{Duration, Instant};
 use std::future::Future;
 use std::pin::Pin;
 
+use futures_util::StreamExt;
+
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::io::tcp::{TcpSettings, socket2};
-use redis::{AsyncConnectionConfig, Cmd, RedisConnectionInfo, RedisError, RedisResult, Value};
+use redis::{AsyncConnectionConfig, Cmd, RedisConnectionInfo, RedisResult, Value};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use crate::deadline::{Elapsed, within};
-use crate::error::{ErrorKind, NodeFailure, NodeOutcome, classify_redis_error};
+use crate::error::{ErrorKind, NodeFailure, NodeOutcome};
 use crate::persistence::{self, Persistence, PersistencePolicy};
+use crate::postgres::{PgConnection, PgFactory};
+use crate::store::{Messages, StoreError};
 use crate::tls::Handshake;
 
 /// Requests timing out this many times in a row on one connection, with no
@@ -88,6 +92,8 @@ pub(crate) enum Factory {
         cluster: redis::cluster::ClusterClient,
         seed: redis::Client,
     },
+    /// A PostgreSQL server (docs/postgres-store.md).
+    Postgres(PgFactory),
 }
 
 /// A single Redis server reached over our own socket: its options are
@@ -105,7 +111,7 @@ impl Factory {
     /// A new connection, and what the node says of its persistence. A
     /// direct connection's task is spawned on the current runtime and tells
     /// `ended` when it stops.
-    async fn connect(self, ended: EndNotice) -> RedisResult<(Connection, Persistence)> {
+    async fn connect(self, ended: EndNotice) -> Result<(Connection, Persistence), StoreError> {
         match self {
             Factory::Direct(direct) => {
                 let (mut conn, driver) = direct.open().await?;
@@ -118,28 +124,35 @@ impl Factory {
                 Connection::Cluster(cluster.get_async_connection().await?),
                 Persistence::Unknown("a Redis Cluster node: check appendonly on every shard".to_owned()),
             )),
+            Factory::Postgres(postgres) => postgres.connect(ended).await,
         }
     }
 }
 
 impl Factory {
-    /// A new connection subscribed to `channel` alone, and its messages;
-    /// they end when the connection does.
-    pub(crate) async fn subscribe(&self, channel: &str) -> RedisResult<redis::aio::PubSubStream> {
+    /// A new connection subscribed to `channel` alone, and its messages'
+    /// payloads; they end when the connection does.
+    pub(crate) async fn subscribe(&self, channel: &str) -> Result<Messages, StoreError> {
         let mut pubsub = match self {
             Factory::Direct(direct) => direct.open_pubsub().await?,
             Factory::Cluster { seed, .. } => seed.get_async_pubsub().await?,
+            Factory::Postgres(postgres) => return postgres.subscribe(channel).await,
         };
         pubsub.subscribe(channel).await?;
-        Ok(pubsub.into_on_message())
+        Ok(Box::pin(
+            pubsub
+                .into_on_message()
+                .map(|message| message.get_payload_bytes().to_vec()),
+        ))
     }
 }
 
-type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(crate) type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Where a connection's end is reported: its slot and number, set once the
 /// connection is installed (it may end before, and then nobody is told).
-type EndNotice = Arc<std::sync::OnceLock<(Weak<Shared>, u32)>>;
+#[derive(Clone, Default)]
+pub(crate) struct EndNotice(Arc<std::sync::OnceLock<(Weak<Shared>, u32)>>);
 
 impl Direct {
     /// TCP with our socket options.
@@ -221,21 +234,30 @@ async fn preload(conn: &mut MultiplexedConnection) -> RedisResult<Persistence> {
 pub(crate) enum Connection {
     Standalone(redis::aio::MultiplexedConnection),
     Cluster(redis::cluster_async::ClusterConnection),
+    /// Runs the script calls it is given as the SQL functions of the same scripts.
+    Postgres(PgConnection),
 }
 
 impl Connection {
-    pub(crate) async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        match self {
+    /// One command's reply (an error reply as `Err`). A PostgreSQL
+    /// connection takes script calls (`EVALSHA`, `EVAL`) only.
+    pub(crate) async fn query(&mut self, cmd: &Cmd) -> Result<Value, StoreError> {
+        let reply = match self {
             Connection::Standalone(c) => c.req_packed_command(cmd).await,
             Connection::Cluster(c) => c.req_packed_command(cmd).await,
-        }
+            Connection::Postgres(c) => return c.run(cmd).await,
+        };
+        Ok(server_error_as_err(reply)?)
     }
 
     /// Every command's reply of a pipeline made by [`pipeline`]:
     /// one round trip on a single node; on a cluster, concurrent requests (a
     /// cluster pipeline would span slots), which its multiplexed connections
     /// pipeline per shard.
-    pub(crate) async fn query_all(&mut self, pipe: &redis::Pipeline) -> RedisResult<Vec<RedisResult<Value>>> {
+    pub(crate) async fn query_all(
+        &mut self,
+        pipe: &redis::Pipeline,
+    ) -> Result<Vec<Result<Value, StoreError>>, StoreError> {
         let replies: Vec<RedisResult<Value>> = match self {
             Connection::Standalone(c) => pipe.query_async(c).await?,
             Connection::Cluster(c) => {
@@ -245,8 +267,16 @@ impl Connection {
                 });
                 futures_util::future::join_all(requests).await
             }
+            Connection::Postgres(c) => {
+                // tokio-postgres pipelines requests made at once on one session.
+                let requests = pipe.cmd_iter().map(|cmd| c.run(cmd));
+                return Ok(futures_util::future::join_all(requests).await);
+            }
         };
-        Ok(replies.into_iter().map(server_error_as_err).collect())
+        Ok(replies
+            .into_iter()
+            .map(|reply| server_error_as_err(reply).map_err(StoreError::from))
+            .collect())
     }
 }
 
@@ -310,7 +340,7 @@ pub(crate) enum Sent<'a> {
     Answered,
     /// The request failed: an error reply (the node answered) or a broken
     /// connection (nobody knows whether it reached the node).
-    Failed(&'a RedisError),
+    Failed(&'a StoreError),
     /// No answer within the per-node timeout.
     TimedOut,
 }
@@ -398,7 +428,7 @@ impl Live {
         let shared = &self.slot;
         let answered = match sent {
             Sent::Answered => true,
-            Sent::Failed(err) => !is_broken(err),
+            Sent::Failed(err) => !err.is_broken(),
             Sent::TimedOut => false,
         };
         // The common case, an answer with no timeout to forget, takes no lock.
@@ -415,7 +445,7 @@ impl Live {
                 shared.timed_out.store(false, Ordering::Relaxed);
                 return;
             }
-            Sent::Failed(err) => classify_redis_error(err),
+            Sent::Failed(err) => err.classify(),
             Sent::Answered => unreachable!("answered above"),
             Sent::TimedOut => {
                 state.timeouts_in_a_row += 1;
@@ -484,7 +514,7 @@ impl Shared {
             .clone()
             .connect(ended)
             .await
-            .map_err(|e| classify_redis_error(&e))?;
+            .map_err(|e| e.classify())?;
         self.persistence.judge(&self.node, &persistence)?;
         Ok(connection)
     }
@@ -582,7 +612,7 @@ impl Attempt {
                 state.timeouts_in_a_row = 0;
                 state.down = None;
                 state.pause_until = None;
-                let _ = ended.set((Arc::downgrade(shared), state.generation));
+                let _ = ended.0.set((Arc::downgrade(shared), state.generation));
             }
             Ok(Err(failure)) => {
                 tracing::debug!(node = %shared.node, error = %failure.detail, "connection attempt failed");
@@ -610,7 +640,7 @@ impl Attempt {
 /// Drives a connection and tells its slot when it ends: the node closed it
 /// (restart, idle timeout, a reset), or its runtime shut down. Either way
 /// nothing sent on it from then on could reach the node.
-async fn watched(driver: Driver, notice: EndNotice) {
+pub(crate) async fn watched(driver: Driver, notice: EndNotice) {
     struct Ended {
         notice: EndNotice,
         /// False while the driver runs: dropped then, its runtime is going away.
@@ -618,7 +648,7 @@ async fn watched(driver: Driver, notice: EndNotice) {
     }
     impl Drop for Ended {
         fn drop(&mut self) {
-            if let Some((slot, generation)) = self.notice.get()
+            if let Some((slot, generation)) = self.notice.0.get()
                 && let Some(slot) = slot.upgrade()
             {
                 slot.connection_ended(*generation, self.finished);
@@ -644,11 +674,6 @@ impl Drop for Attempt {
             self.0.changed.notify_waiters();
         }
     }
-}
-
-/// Errors that mean the socket is gone (rather than an error reply).
-fn is_broken(err: &RedisError) -> bool {
-    err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error()
 }
 
 /// Error replies may arrive as values; treat them as errors in one place.

@@ -1,5 +1,5 @@
-//! Node addresses: parsing `redis://`, `rediss://` and `redis+cluster://` URLs,
-//! and printing them without secrets.
+//! Node addresses: parsing `redis://`, `rediss://`, `redis+cluster://` and
+//! `postgresql://` URLs, and printing them without secrets.
 
 use std::fmt;
 
@@ -15,7 +15,18 @@ pub(crate) enum Topology {
     /// A Redis Cluster reached through one or more seed addresses; a lock's keys
     /// share a hash tag, so each script touches one slot.
     Cluster,
+    /// A PostgreSQL server running the protocol's scripts as SQL functions
+    /// (docs/postgres-store.md).
+    Postgres,
 }
+
+/// The query parameter of a `postgresql://` URL naming the schema of
+/// fencelock's tables and functions (not a libpq parameter: removed before
+/// the URL reaches the driver).
+pub(crate) const SCHEMA_PARAMETER: &str = "fencelock_schema";
+
+/// The schema when the URL names none.
+pub(crate) const DEFAULT_SCHEMA: &str = "fencelock";
 
 /// A validated node address. Its `Debug` and `Display` never show the password.
 #[derive(Clone)]
@@ -28,6 +39,8 @@ pub(crate) struct Endpoint {
     identity: String,
     pub(crate) topology: Topology,
     pub(crate) tls: bool,
+    /// PostgreSQL only: the schema of fencelock's tables and functions.
+    pub(crate) schema: Option<String>,
 }
 
 impl Endpoint {
@@ -39,6 +52,9 @@ impl Endpoint {
                 redact_unparsed(raw)
             ))
         })?;
+        if matches!(url.scheme(), "postgresql" | "postgres") {
+            return Self::parse_postgres(url, raw);
+        }
         let (tls, topology) = match url.scheme() {
             "redis" => (false, Topology::Standalone),
             "rediss" => (true, Topology::Standalone),
@@ -47,7 +63,7 @@ impl Endpoint {
             other => {
                 return Err(Error::config(format!(
                     "node URL scheme '{other}' is not supported; use redis://, rediss://, \
-                     redis+cluster:// or rediss+cluster://"
+                     redis+cluster://, rediss+cluster:// or postgresql://"
                 )));
             }
         };
@@ -94,6 +110,7 @@ impl Endpoint {
             identity,
             topology,
             tls,
+            schema: None,
         };
         // Let redis-rs check what it will need later (credential decoding, TLS support).
         endpoint.connection_info()?;
@@ -109,6 +126,73 @@ impl Endpoint {
 
     pub(crate) fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// A `postgresql://user:password@host:port/db?sslmode=…&fencelock_schema=…` URL.
+    fn parse_postgres(mut url: url::Url, raw: &str) -> Result<Self> {
+        let mut schema = None;
+        let others: Vec<(String, String)> = url
+            .query_pairs()
+            .filter_map(|(name, value)| {
+                if name == SCHEMA_PARAMETER {
+                    schema = Some(value.into_owned());
+                    None
+                } else {
+                    Some((name.into_owned(), value.into_owned()))
+                }
+            })
+            .collect();
+        let schema = schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned());
+        if schema.is_empty() || schema.len() > 63 || schema.contains('\0') {
+            return Err(Error::config(format!(
+                "{SCHEMA_PARAMETER}='{schema}' is not a usable schema name: 1 to 63 bytes, no NUL"
+            )));
+        }
+        if others.is_empty() {
+            url.set_query(None);
+        } else {
+            url.query_pairs_mut().clear().extend_pairs(others);
+        }
+        let host = url
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .map(str::to_ascii_lowercase);
+        let Some(host) = host else {
+            return Err(Error::config(format!(
+                "node URL '{}' has no host; expected e.g. postgresql://app@127.0.0.1:5432/app",
+                redact_unparsed(raw)
+            )));
+        };
+        let port = url.port().unwrap_or(5432);
+        let database = url.path().trim_start_matches('/').to_owned();
+        let config: tokio_postgres::Config = url.as_str().parse().map_err(|e| {
+            Error::config(format!(
+                "node URL '{}' is not a usable PostgreSQL URL: {e}",
+                redact_unparsed(raw)
+            ))
+        })?;
+        let tls = !matches!(config.get_ssl_mode(), tokio_postgres::config::SslMode::Disable);
+        let user = url.username();
+        let display_user = if user.is_empty() {
+            String::new()
+        } else {
+            format!("{user}@")
+        };
+        Ok(Endpoint {
+            connect_url: url.to_string(),
+            display: format!("postgresql://{display_user}{host}:{port}/{database}"),
+            identity: format!("postgresql:{host}:{port}/{database}"),
+            topology: Topology::Postgres,
+            tls,
+            schema: Some(schema),
+        })
+    }
+
+    /// The driver's configuration of a PostgreSQL node (its password included).
+    pub(crate) fn postgres_config(&self) -> Result<tokio_postgres::Config> {
+        self.connect_url
+            .parse()
+            .map_err(|e| Error::config(format!("node URL {} is not usable: {e}", self.display)))
     }
 }
 
@@ -178,6 +262,31 @@ mod tests {
         }
         let err = Endpoint::parse("redis://u:topsecret@h:0").unwrap_err();
         assert!(!err.to_string().contains("topsecret"), "{err}");
+    }
+
+    #[test]
+    fn postgres_urls_keep_their_schema_apart_and_redact_the_password() {
+        let e = Endpoint::parse("postgresql://app:s3cret@DB:6543/locks?sslmode=disable&fencelock_schema=fl")
+            .unwrap();
+        assert_eq!(e.topology, Topology::Postgres);
+        assert_eq!(e.to_string(), "postgresql://app@db:6543/locks");
+        assert!(!format!("{e:?}").contains("s3cret"));
+        assert_eq!(e.schema.as_deref(), Some("fl"));
+        assert!(!e.tls);
+        let config = e.postgres_config().unwrap();
+        assert_eq!(config.get_dbname(), Some("locks"));
+        let defaults = Endpoint::parse("postgres://app@h/db").unwrap();
+        assert_eq!(defaults.schema.as_deref(), Some(DEFAULT_SCHEMA));
+        assert_eq!(defaults.to_string(), "postgresql://app@h:5432/db");
+        assert!(defaults.tls, "sslmode defaults to prefer");
+        for bad in [
+            "postgresql://u:pw@h:1/db?nonsense=1",
+            "postgresql://u:pw@h/db?fencelock_schema=",
+        ] {
+            let err = Endpoint::parse(bad).unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::Config, "{bad}: {err}");
+            assert!(!err.to_string().contains(":pw@"), "{err}");
+        }
     }
 
     #[test]

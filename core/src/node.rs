@@ -8,14 +8,16 @@
 
 use std::time::{Duration, Instant};
 
-use redis::{Cmd, ConnectionAddr, RedisError, RedisResult, Value};
+use redis::{Cmd, ConnectionAddr, RedisError, Value};
 
-use crate::connection::{Direct, Factory, Home, Live, Sent, Slot, server_error_as_err, tcp_settings};
+use crate::connection::{Direct, Factory, Home, Live, Sent, Slot, tcp_settings};
 use crate::deadline::{Elapsed, within};
 use crate::endpoint::{Endpoint, Topology};
 use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, classify_redis_error};
 use crate::persistence::PersistencePolicy;
+use crate::postgres::PgFactory;
 use crate::scripts::LuaScript;
+use crate::store::{Messages, StoreError};
 use crate::tls::{Handshake, TlsMaterial};
 
 /// What a node needs to connect.
@@ -111,14 +113,14 @@ impl Node {
 
     /// A subscription to `channel` on a connection of its own, opened
     /// within the connect timeout (see [`crate::wake`]).
-    pub(crate) async fn subscribe(&self, channel: &str) -> RedisResult<redis::aio::PubSubStream> {
+    pub(crate) async fn subscribe(&self, channel: &str) -> std::result::Result<Messages, StoreError> {
         within(self.connect_timeout, self.factory.subscribe(channel))
             .await
             .map_err(|Elapsed| {
-                RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
+                StoreError::refused(
+                    ErrorKind::Unavailable,
                     "subscribing took longer than the connect timeout",
-                ))
+                )
             })?
     }
 
@@ -179,6 +181,12 @@ impl Node {
         pattern: &str,
         limit: usize,
     ) -> std::result::Result<Vec<String>, NodeOutcome> {
+        if matches!(self.endpoint.topology, Topology::Postgres) {
+            return Err(NodeOutcome::Failed(NodeFailure {
+                kind: ErrorKind::InvalidArgument,
+                detail: "listing locks is not supported on a PostgreSQL node yet; name them".to_owned(),
+            }));
+        }
         let mut keys = Vec::new();
         let mut cursor = 0_u64;
         loop {
@@ -214,10 +222,7 @@ impl Node {
             Err(_) => self.foreground.live_by(deadline, false).await?,
         };
         let limit = deadline.saturating_duration_since(Instant::now());
-        let outcome = within(limit, async {
-            server_error_as_err(live.connection.query(cmd).await)
-        })
-        .await;
+        let outcome = within(limit, live.connection.query(cmd)).await;
         settled(&live, outcome)
     }
 
@@ -240,7 +245,7 @@ impl Node {
         let request = async {
             let conn = &mut live.connection;
             let replies = conn.query_all(calls).await?;
-            if replies.iter().any(|r| matches!(r, Err(e) if is_noscript(e))) {
+            if replies.iter().any(|r| matches!(r, Err(e) if e.is_noscript())) {
                 return conn.query_all(&fallback()).await;
             }
             Ok(replies)
@@ -254,7 +259,7 @@ impl Node {
 /// [`Live::settle`]): the value, or the node's outcome.
 fn settled<T>(
     live: &Live,
-    outcome: std::result::Result<RedisResult<T>, Elapsed>,
+    outcome: std::result::Result<std::result::Result<T, StoreError>, Elapsed>,
 ) -> std::result::Result<T, NodeOutcome> {
     match outcome {
         Ok(Ok(value)) => {
@@ -263,7 +268,7 @@ fn settled<T>(
         }
         Ok(Err(err)) => {
             live.settle(Sent::Failed(&err));
-            Err(NodeOutcome::Failed(classify_redis_error(&err)))
+            Err(NodeOutcome::Failed(err.classify()))
         }
         Err(Elapsed) => {
             live.settle(Sent::TimedOut);
@@ -274,6 +279,9 @@ fn settled<T>(
 
 /// How this node's connections are made.
 fn factory(endpoint: &Endpoint, settings: &NodeSettings) -> Result<Factory> {
+    if endpoint.topology == Topology::Postgres {
+        return Ok(Factory::Postgres(PgFactory::new(endpoint, settings)?));
+    }
     let info = endpoint.connection_info()?;
     let mut redis_info = info.redis_settings().clone();
     if let Some(user) = &settings.username {
@@ -305,6 +313,7 @@ fn factory(endpoint: &Endpoint, settings: &NodeSettings) -> Result<Factory> {
                 redis: redis_info,
             }))
         }
+        Topology::Postgres => unreachable!("returned above"),
         Topology::Cluster if endpoint.tls && settings.tls.raises_minimum() => Err(Error::config(format!(
             "node {endpoint}: a TLS minimum version above 1.2 cannot be applied to a Redis Cluster \
              (redis-rs builds its TLS); set tls-protocols on the cluster's nodes instead"
@@ -364,9 +373,9 @@ impl Prepared {
     /// `EVALSHA`, falling back to `EVAL` (which also re-caches the script) when
     /// the node lost its script cache (restart, `SCRIPT FLUSH`). `EVAL` rather
     /// than `SCRIPT LOAD` keeps the ACL needs to `EVAL`/`EVALSHA`.
-    async fn run(&self, conn: &mut crate::connection::Connection) -> RedisResult<Value> {
-        match server_error_as_err(conn.query(&self.evalsha).await) {
-            Err(err) if is_noscript(&err) => server_error_as_err(conn.query(&self.eval()).await),
+    async fn run(&self, conn: &mut crate::connection::Connection) -> std::result::Result<Value, StoreError> {
+        match conn.query(&self.evalsha).await {
+            Err(err) if err.is_noscript() => conn.query(&self.eval()).await,
             other => other,
         }
     }
@@ -385,11 +394,8 @@ impl Prepared {
     }
 }
 
-fn reply_from(result: RedisResult<Value>) -> Reply {
-    match server_error_as_err(result) {
-        Ok(value) => Ok(value),
-        Err(err) => Err(NodeOutcome::Failed(classify_redis_error(&err))),
-    }
+fn reply_from(result: std::result::Result<Value, StoreError>) -> Reply {
+    result.map_err(|err| NodeOutcome::Failed(err.classify()))
 }
 
 /// The `EVALSHA` command for one script call.
@@ -417,10 +423,6 @@ fn script_cmd<A: AsRef<[u8]>>(name: &str, script: &str, keys: &[&str], args: &[A
         cmd.arg(word);
     }
     cmd
-}
-
-fn is_noscript(err: &RedisError) -> bool {
-    err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 fn config_error(endpoint: &Endpoint, err: RedisError) -> Error {

@@ -39,9 +39,14 @@ pub(crate) struct Handoff {
 impl Handoff {
     fn of(nodes: &[Node]) -> Self {
         let timeout = nodes.iter().map(Node::request_timeout).max().unwrap_or_default();
-        let counted = nodes
-            .iter()
-            .all(|node| node.endpoint().topology == Topology::Standalone);
+        // A PostgreSQL node counts its listeners by their advisory locks
+        // (docs/postgres-store.md), as a single Redis server counts subscribers.
+        let counted = nodes.iter().all(|node| {
+            matches!(
+                node.endpoint().topology,
+                Topology::Standalone | Topology::Postgres
+            )
+        });
         Handoff {
             window_ms: (timeout * 2).as_millis().max(1).to_string(),
             counted: if counted { "1" } else { "0" },

@@ -275,7 +275,7 @@ async fn subscribe(
                     return;
                 }
                 while let Some(message) = messages.next().await {
-                    if let Some(leader) = leader_from_message(message.get_payload_bytes())
+                    if let Some(leader) = leader_from_message(&message)
                         && hints.send(Hint::Announced(leader)).is_err()
                     {
                         return;

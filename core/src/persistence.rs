@@ -23,6 +23,10 @@ pub(crate) enum Persistence {
     Off,
     /// The node would not say (no `CONFIG` right, a Redis Cluster…): why.
     Unknown(String),
+    /// A PostgreSQL server that syncs each commit (`fsync`, `synchronous_commit`).
+    Durable,
+    /// A PostgreSQL server whose commits a crash may lose: why.
+    NotDurable(String),
 }
 
 /// What a client does about nodes without AOF.
@@ -51,6 +55,8 @@ impl PersistencePolicy {
                 self.warn_once(node, &format!("appendfsync is {fsync}, not always"));
                 return Ok(());
             }
+            Persistence::Durable => return Ok(()),
+            Persistence::NotDurable(why) => format!("a crash may lose its commits ({why})"),
             Persistence::Off => "it runs without AOF (appendonly no)".to_owned(),
             Persistence::Unknown(why) => format!("its persistence could not be checked ({why})"),
         };

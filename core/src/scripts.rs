@@ -701,8 +701,8 @@ pub(crate) fn preloaded() -> [&'static LuaScript; 5] {
     [&ACQUIRE, &RELEASE, &EXTEND, &LEAVE, &RAISE_FENCE]
 }
 
-/// Every script, for the protocol document and vectors checks.
-#[cfg(test)]
+/// Every script: for the protocol document and vectors checks, and for a
+/// PostgreSQL node to find the script a call names by its SHA1.
 pub(crate) fn all() -> [&'static LuaScript; 17] {
     [
         &ACQUIRE,

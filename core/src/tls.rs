@@ -79,7 +79,7 @@ impl Handshake {
 
 /// The rustls configuration redis-rs would build, restricted to the
 /// client's TLS versions.
-fn client_config(tls: &TlsMaterial, node: &str) -> Result<rustls::ClientConfig> {
+pub(crate) fn client_config(tls: &TlsMaterial, node: &str) -> Result<rustls::ClientConfig> {
     let versions: &[&'static rustls::SupportedProtocolVersion] = match tls.min_version {
         TlsVersion::V1_2 => rustls::ALL_VERSIONS,
         TlsVersion::V1_3 => &[&rustls::version::TLS13],

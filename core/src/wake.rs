@@ -238,7 +238,7 @@ impl Subscriber {
                     self.registry.started_listening.notify_waiters();
                     tracing::debug!(node = %node.endpoint(), "listening for wake-ups");
                     while let Some(message) = messages.next().await {
-                        self.route(message.get_payload_bytes());
+                        self.route(&message);
                     }
                     self.registry.listening[self.index].store(false, Ordering::Release);
                     tracing::debug!(node = %node.endpoint(), "wake-up subscription ended; waiters poll until it is back");

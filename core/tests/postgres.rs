@@ -1,0 +1,145 @@
+//! PostgreSQL as a node (issue 19): the same locks, tokens, waits and
+//! signals over a real PostgreSQL server.
+
+use std::time::Duration;
+
+use fencelock::{Client, ErrorKind, LockOptions, LossReason};
+use fencelock_harness::PostgresNode;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+async fn client(node: &PostgresNode) -> Client {
+    Client::builder()
+        .node(node.url())
+        .node_timeout(ms(2000))
+        .build()
+        .await
+        .expect("a client of a PostgreSQL node builds")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_over_postgres_acquires_refuses_extends_and_releases() {
+    let node = PostgresNode::start();
+    let client = client(&node).await;
+    let lock = client.acquire("pg:1", LockOptions::new(ms(5000))).await.unwrap();
+    assert!(
+        client
+            .try_acquire("pg:1", LockOptions::new(ms(5000)))
+            .await
+            .unwrap()
+            .is_none(),
+        "held: a second attempt is refused"
+    );
+    lock.extend(ms(8000)).await.unwrap();
+    let ttl = node.sql("SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::int FROM fencelock.keys WHERE key = 'fencelock:{pg:1}'");
+    let ttl: i64 = ttl.parse().unwrap();
+    assert!(
+        ttl > 5000 && ttl <= 8000,
+        "the lease row's expiry follows extend: {ttl} ms"
+    );
+    let first = lock.fencing_token();
+    lock.release().await.unwrap();
+    let again = client.acquire("pg:1", LockOptions::new(ms(5000))).await.unwrap();
+    assert!(again.fencing_token() > first, "tokens rise");
+    again.release().await.unwrap();
+    assert_eq!(
+        node.sql("SELECT count(*) FROM fencelock.keys WHERE key = 'fencelock:{pg:1}'"),
+        "0"
+    );
+    assert_eq!(
+        node.sql("SELECT value FROM fencelock.keys WHERE key = 'fencelock:{pg:1}:fence'"),
+        again.fencing_token().to_string()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_notify_when_the_lock_is_released() {
+    let node = PostgresNode::start();
+    let holder = client(&node).await;
+    let waiter = client(&node).await;
+    let lock = holder
+        .acquire("pg:wait", LockOptions::new(ms(30_000)))
+        .await
+        .unwrap();
+    let waiting = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let lock = waiter
+            .acquire("pg:wait", LockOptions::new(ms(30_000)).wait(ms(20_000)))
+            .await
+            .unwrap();
+        (lock, started)
+    });
+    // The waiter's client listens: its session holds the advisory lock
+    // that makes a release's NOTIFY count it (docs/postgres-store.md).
+    let listening = || node.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while listening() == "0" {
+        assert!(std::time::Instant::now() < deadline, "the waiter never listened");
+        tokio::time::sleep(ms(20)).await;
+    }
+    tokio::time::sleep(ms(500)).await;
+    let released = std::time::Instant::now();
+    lock.release().await.unwrap();
+    let (next, _) = waiting.await.unwrap();
+    let woken_after = released.elapsed();
+    assert!(next.fencing_token() > lock.fencing_token());
+    // Push, not the 500 ms poll: the hand-off reaches the waiter at once.
+    assert!(
+        woken_after < Duration::from_millis(400),
+        "woken {woken_after:?} after the release"
+    );
+    next.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_lease_row_is_a_lost_lock() {
+    let node = PostgresNode::start();
+    let client = client(&node).await;
+    let lock = client
+        .acquire("pg:lost", LockOptions::new(ms(600)))
+        .await
+        .unwrap();
+    node.sql("DELETE FROM fencelock.keys WHERE key = 'fencelock:{pg:lost}'");
+    let reason = tokio::time::timeout(ms(3000), lock.lost())
+        .await
+        .expect("the loss is signalled");
+    assert_eq!(reason, LossReason::Deleted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_writes_go_to_a_table_and_refuse_a_stale_token() {
+    let node = PostgresNode::start();
+    let client = client(&node).await;
+    let old = client
+        .acquire("pg:data", LockOptions::new(ms(5000)))
+        .await
+        .unwrap();
+    let old_fence = old.fence();
+    old.release().await.unwrap();
+    let new = client
+        .acquire("pg:data", LockOptions::new(ms(5000)))
+        .await
+        .unwrap();
+    client.fenced_set("data:pg", "new", new.fence()).await.unwrap();
+    let stale = client.fenced_set("data:pg", "old", old_fence).await.unwrap_err();
+    assert_eq!(stale.kind(), ErrorKind::StaleToken, "{stale}");
+    assert_eq!(
+        client.fenced_get("data:pg").await.unwrap(),
+        Some(("new".to_owned(), new.fencing_token()))
+    );
+    new.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_beside_redis_or_two_postgres_is_a_configuration_error() {
+    for nodes in [
+        vec!["postgresql://u@127.0.0.1:1/db", "redis://127.0.0.1:2"],
+        vec!["postgresql://u@127.0.0.1:1/db", "postgresql://u@127.0.0.1:2/db"],
+    ] {
+        let err = Client::builder().nodes(nodes.clone()).build().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config, "{nodes:?}: {err}");
+        assert!(err.to_string().contains("PostgreSQL"), "{err}");
+    }
+}
