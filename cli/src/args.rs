@@ -217,6 +217,13 @@ pub enum Command {
     /// user needs +scan), which a Redis Cluster node cannot answer: name the locks to watch
     /// there. Semaphores and read-write locks are not listed.
     Top(TopArgs),
+    /// Install or upgrade fencelock's tables and functions on a PostgreSQL node.
+    ///
+    /// Run it with a role that may create them (CREATE on the database, or on the schema
+    /// named by the URL's fencelock_schema parameter); the applications' role then needs only
+    /// the privileges in docs/postgres-store.md. A client also installs them on first use when
+    /// they are missing. Redis nodes have nothing to install.
+    Migrate,
 }
 
 /// `fencelock elect`.

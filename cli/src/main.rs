@@ -8,6 +8,7 @@ mod elect;
 mod exit;
 mod inspect;
 mod metrics_endpoint;
+mod migrate;
 mod run;
 mod signals;
 mod terminal;
@@ -64,6 +65,7 @@ async fn dispatch(cli: Cli) -> ExitCode {
         Command::Observe(args) => elect::observe(&client, args).await,
         Command::Inspect(args) => inspect::inspect(&client, args).await,
         Command::Top(args) => top::top(&client, args).await,
+        Command::Migrate => migrate::migrate(&client).await,
     };
     settle(&client, cli.connection.node_timeout).await;
     code

@@ -67,6 +67,7 @@ mod lock;
 mod lock_state;
 mod log_forward;
 mod metrics;
+mod migrate;
 mod node;
 mod node_set;
 mod observe;

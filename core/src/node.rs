@@ -168,6 +168,22 @@ impl Node {
         settled(&live, outcome)
     }
 
+    /// Installs or upgrades the PostgreSQL schema of this node; `None` for a
+    /// Redis node, which has nothing to install (scripts load on use).
+    pub(crate) async fn migrate(&self) -> Option<std::result::Result<(), NodeFailure>> {
+        let Factory::Postgres(postgres) = &self.factory else {
+            return None;
+        };
+        let migrated = within(self.connect_timeout * 4, postgres.migrate()).await;
+        Some(match migrated {
+            Ok(done) => done.map_err(|e| e.classify()),
+            Err(Elapsed) => Err(NodeFailure {
+                kind: ErrorKind::Unavailable,
+                detail: "the migration took longer than four connect timeouts".to_owned(),
+            }),
+        })
+    }
+
     /// Whether this node is a Redis Cluster.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.endpoint.topology, Topology::Cluster)

@@ -88,7 +88,7 @@ impl PgFactory {
             Some(tls) => self.session(tls.clone(), ended).await?,
             None => self.session(tokio_postgres::NoTls, ended).await?,
         };
-        self.install(&client).await?;
+        self.install(&client, false).await?;
         let call = client
             .prepare(&format!(
                 "SELECT {}.script($1::text, $2::text[], $3::text[])",
@@ -123,14 +123,24 @@ impl PgFactory {
         Ok(client)
     }
 
-    /// Creates the schema, tables and functions when they are missing, and
-    /// checks that they speak this protocol version.
-    async fn install(&self, client: &Client) -> std::result::Result<(), StoreError> {
+    /// Runs the DDL on a session of its own (creating or replacing every
+    /// table and function: an upgrade too), and checks the version.
+    pub(crate) async fn migrate(&self) -> std::result::Result<(), StoreError> {
+        let client = match &self.tls {
+            Some(tls) => self.session(tls.clone(), EndNotice::default()).await?,
+            None => self.session(tokio_postgres::NoTls, EndNotice::default()).await?,
+        };
+        self.install(&client, true).await
+    }
+
+    /// Creates the schema, tables and functions when they are missing (or
+    /// `always`), and checks that they speak this protocol version.
+    async fn install(&self, client: &Client, always: bool) -> std::result::Result<(), StoreError> {
         let probe = format!("{}.script(text,text[],text[])", self.schema);
         let row = client
             .query_one("SELECT to_regprocedure($1) IS NOT NULL", &[&probe])
             .await?;
-        if !row.get::<_, bool>(0) {
+        if always || !row.get::<_, bool>(0) {
             client
                 .batch_execute(&SCHEMA_SQL.replace("__SCHEMA__", &self.schema))
                 .await?;
