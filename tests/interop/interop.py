@@ -146,9 +146,11 @@ def in_turn(urls: List[str], languages: List[str]) -> bool:
     return rising
 
 
-def start_nodes(count: int) -> "tuple[subprocess.Popen[str], List[str]]":
+def start_nodes(count: int, store: str = "redis") -> "tuple[subprocess.Popen[str], List[str]]":
+    """`count` Redis nodes, or (store "postgres") one PostgreSQL server."""
+    store_args = ["--postgres"] if store == "postgres" else ["--nodes", str(count)]
     harness = subprocess.Popen(
-        [str(TARGET / "debug" / "redis-nodes"), "--nodes", str(count)],
+        [str(TARGET / "debug" / "redis-nodes"), *store_args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -445,8 +447,8 @@ def wait_for(client: "object", resource: str) -> float:
     return granted
 
 
-def run(node_count: int, iterations: int, languages: List[str], take: str = "lock") -> bool:
-    harness, urls = start_nodes(node_count)
+def run(node_count: int, iterations: int, languages: List[str], take: str = "lock", store: str = "redis") -> bool:
+    harness, urls = start_nodes(node_count, store)
     observer = None
     elect = take == "elect"
     try:
@@ -454,7 +456,7 @@ def run(node_count: int, iterations: int, languages: List[str], take: str = "loc
             counter, log = Path(tmp) / "counter", Path(tmp) / "log"
             counter.write_text("0\n", encoding="utf-8")
             log.touch()
-            resource = f"interop-{take.replace(':', '-')}-{node_count}-{os.getpid()}"
+            resource = f"interop-{store}-{take.replace(':', '-')}-{node_count}-{os.getpid()}"
             every = workers(",".join(urls), resource, iterations, counter, log, take)
             commands = {name: every[name] for name in languages}
             env = {**os.environ, "FENCELOCK_INTEROP_ELECT": "1" if elect else "0", "FENCELOCK_INTEROP_TAKE": take}
@@ -488,6 +490,8 @@ def run(node_count: int, iterations: int, languages: List[str], take: str = "loc
         harness.wait(timeout=30)
     per_language = Counter(s.language for s in sections)
     what = {"elect": ", one election", "rw": ", one read-write lock"}.get(take, "")
+    if store == "postgres":
+        what = " (PostgreSQL)" + what
     if take.startswith("permits:"):
         what = f", one semaphore of {take.split(':')[1]} permits"
     print(
@@ -545,6 +549,10 @@ def main() -> int:
     results.append(run(3, max(2, options.iterations // 2), languages, take="elect"))
     results.append(run(3, max(2, options.iterations // 2), languages, take="permits:2"))
     results.append(run(3, max(4, options.iterations // 2), languages, take="rw"))
+    # One PostgreSQL server as the node: every front speaks to it through the
+    # core (the independent client speaks Redis only).
+    sql_languages = [name for name in languages if name != "redis-py"]
+    results.append(run(1, options.iterations, sql_languages, store="postgres"))
     print("interop:", "PASS" if all(results) else "FAIL")
     return 0 if all(results) else 1
 

@@ -7,9 +7,12 @@
 //!
 //! ```text
 //! redis-nodes [--nodes N] [--aof]
+//! redis-nodes --postgres
 //! ```
 //!
-//! The first line on stdout is JSON: `{"nodes":["redis://127.0.0.1:PORT",…]}`.
+//! The first line on stdout is JSON: `{"nodes":["redis://127.0.0.1:PORT",…]}`
+//! (with `--postgres`: one PostgreSQL server, `{"nodes":["postgresql://…"]}`,
+//! which takes no commands).
 //! Then it reads one command per line on stdin and answers `ok` or
 //! `error: …` on stdout:
 //!
@@ -27,13 +30,18 @@
 
 use std::io::{BufRead, Write};
 
-use fencelock_harness::{NodeOptions, RedisNode};
+use fencelock_harness::{NodeOptions, PostgresNode, RedisNode};
 
 fn main() {
+    if std::env::args().skip(1).eq(["--postgres"]) {
+        return serve_postgres();
+    }
     let (count, options) = match parse_args(std::env::args().skip(1)) {
         Ok(parsed) => parsed,
         Err(message) => {
-            eprintln!("redis-nodes: {message}\nusage: redis-nodes [--nodes N] [--aof]");
+            eprintln!(
+                "redis-nodes: {message}\nusage: redis-nodes [--nodes N] [--aof] | redis-nodes --postgres"
+            );
             std::process::exit(2);
         }
     };
@@ -54,6 +62,23 @@ fn main() {
         }
     }
     // Dropping `nodes` kills each server and removes its directory.
+}
+
+/// One PostgreSQL server until stdin ends; every command is refused.
+fn serve_postgres() {
+    let node = PostgresNode::start();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{{\"nodes\":[\"{}\"]}}", node.url()).expect("write to stdout");
+    out.flush().expect("flush stdout");
+    for line in std::io::stdin().lock().lines() {
+        if line.is_err()
+            || writeln!(out, "error: a PostgreSQL server takes no commands here")
+                .and_then(|()| out.flush())
+                .is_err()
+        {
+            break;
+        }
+    }
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(usize, NodeOptions), String> {
