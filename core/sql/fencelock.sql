@@ -30,9 +30,9 @@
 -- call reads the clock. (A SET clause on the functions would scope it more
 -- simply, but PostgreSQL lets only superusers put a custom setting there.)
 --
--- Layout: script_<name>(keys, args) is a script's atomic entry point (and
--- script(name, keys, args) the dispatcher): it checks the arguments, locks,
--- freezes the clock and runs lua_<name>, the line-by-line port of the Lua.
+-- Layout: script(name, keys, args) is every script's atomic entry point: it
+-- checks the arguments, locks, freezes the clock and runs lua_<name>, the
+-- line-by-line port of the Lua.
 
 DO $migrate$
 BEGIN
@@ -1248,7 +1248,7 @@ $$;
 -- The scripts' ports: __SCHEMA__.lua_<name>(keys, args) returns the Redis
 -- reply as jsonb (integer: number, bulk string: string, nil/false: null,
 -- array: array). keys[i] is KEYS[i] and args[i] is ARGV[i]: both 1-based, as
--- in Lua. They take no lock: call them through script_<name> (below).
+-- in Lua. They take no lock: call them through script(name, …) (below).
 -- ---------------------------------------------------------------------------
 
 -- ACQUIRE(KEYS = {lock, fence, queue, leases}, ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})
@@ -2049,271 +2049,75 @@ $$;
 -- The scripts' entry points: atomic, as EVALSHA is (see the top of the file).
 -- ---------------------------------------------------------------------------
 
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_acquire(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('acquire', keys, args, 4, 6);
-  reply := lua_acquire(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_release(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('release', keys, args, 3, 3);
-  reply := lua_release(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_leave(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('leave', keys, args, 3, 3);
-  reply := lua_leave(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_extend(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('extend', keys, args, 1, 2);
-  reply := lua_extend(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_raise_fence(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('raise_fence', keys, args, 1, 1);
-  reply := lua_raise_fence(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_fenced_set(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('fenced_set', keys, args, 1, 3);
-  reply := lua_fenced_set(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_fenced_get(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('fenced_get', keys, args, 1, 0);
-  reply := lua_fenced_get(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_status(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('status', keys, args, 3, 0);
-  reply := lua_status(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_announce(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('announce', keys, args, 2, 3);
-  reply := lua_announce(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_leader(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('leader', keys, args, 2, 0);
-  reply := lua_leader(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_sem_acquire(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('sem_acquire', keys, args, 5, 9);
-  reply := lua_sem_acquire(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_sem_leave(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('sem_leave', keys, args, 3, 3);
-  reply := lua_sem_leave(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_sem_undo(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('sem_undo', keys, args, 1, 1);
-  reply := lua_sem_undo(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_sem_holders(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('sem_holders', keys, args, 1, 0);
-  reply := lua_sem_holders(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_write_acquire(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('write_acquire', keys, args, 6, 6);
-  reply := lua_write_acquire(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_read_acquire(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('read_acquire', keys, args, 7, 6);
-  reply := lua_read_acquire(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.script_read_release(keys text[], args text[]) RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-DECLARE
-  reply jsonb;
-BEGIN
-  PERFORM enter_script('read_release', keys, args, 5, 3);
-  reply := lua_read_release(keys, args);
-  PERFORM leave_script();
-  RETURN reply;
-END
-$$;
-
--- script(name, keys, args): the script named as in core/src/scripts.rs or
--- in upper case as in the vectors; an unknown name is Redis's NOSCRIPT.
+-- script(name, keys, args): the atomic entry point of every script, as
+-- EVALSHA is: enter_script checks the KEYS and ARGV counts (at least those of
+-- the script) and takes the locks of the keys' hash tags and the frozen clock,
+-- lua_<name> runs the port, leave_script clears the clock. The name is as in
+-- core/src/scripts.rs, or in upper case as in the vectors; an unknown name is
+-- Redis's NOSCRIPT.
 CREATE OR REPLACE FUNCTION __SCHEMA__.script(name text, keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = __SCHEMA__, pg_temp
 AS $$
+DECLARE
+  reply jsonb;
 BEGIN
   CASE lower(name)
-    WHEN 'acquire' THEN RETURN script_acquire(keys, args);
-    WHEN 'release' THEN RETURN script_release(keys, args);
-    WHEN 'leave' THEN RETURN script_leave(keys, args);
-    WHEN 'extend' THEN RETURN script_extend(keys, args);
-    WHEN 'raise_fence' THEN RETURN script_raise_fence(keys, args);
-    WHEN 'fenced_set' THEN RETURN script_fenced_set(keys, args);
-    WHEN 'fenced_get' THEN RETURN script_fenced_get(keys, args);
-    WHEN 'status' THEN RETURN script_status(keys, args);
-    WHEN 'announce' THEN RETURN script_announce(keys, args);
-    WHEN 'leader' THEN RETURN script_leader(keys, args);
-    WHEN 'sem_acquire' THEN RETURN script_sem_acquire(keys, args);
-    WHEN 'sem_leave' THEN RETURN script_sem_leave(keys, args);
-    WHEN 'sem_undo' THEN RETURN script_sem_undo(keys, args);
-    WHEN 'sem_holders' THEN RETURN script_sem_holders(keys, args);
-    WHEN 'write_acquire' THEN RETURN script_write_acquire(keys, args);
-    WHEN 'read_acquire' THEN RETURN script_read_acquire(keys, args);
-    WHEN 'read_release' THEN RETURN script_read_release(keys, args);
+    WHEN 'acquire' THEN
+      PERFORM enter_script('acquire', keys, args, 4, 6);
+      reply := lua_acquire(keys, args);
+    WHEN 'release' THEN
+      PERFORM enter_script('release', keys, args, 3, 3);
+      reply := lua_release(keys, args);
+    WHEN 'leave' THEN
+      PERFORM enter_script('leave', keys, args, 3, 3);
+      reply := lua_leave(keys, args);
+    WHEN 'extend' THEN
+      PERFORM enter_script('extend', keys, args, 1, 2);
+      reply := lua_extend(keys, args);
+    WHEN 'raise_fence' THEN
+      PERFORM enter_script('raise_fence', keys, args, 1, 1);
+      reply := lua_raise_fence(keys, args);
+    WHEN 'fenced_set' THEN
+      PERFORM enter_script('fenced_set', keys, args, 1, 3);
+      reply := lua_fenced_set(keys, args);
+    WHEN 'fenced_get' THEN
+      PERFORM enter_script('fenced_get', keys, args, 1, 0);
+      reply := lua_fenced_get(keys, args);
+    WHEN 'status' THEN
+      PERFORM enter_script('status', keys, args, 3, 0);
+      reply := lua_status(keys, args);
+    WHEN 'announce' THEN
+      PERFORM enter_script('announce', keys, args, 2, 3);
+      reply := lua_announce(keys, args);
+    WHEN 'leader' THEN
+      PERFORM enter_script('leader', keys, args, 2, 0);
+      reply := lua_leader(keys, args);
+    WHEN 'sem_acquire' THEN
+      PERFORM enter_script('sem_acquire', keys, args, 5, 9);
+      reply := lua_sem_acquire(keys, args);
+    WHEN 'sem_leave' THEN
+      PERFORM enter_script('sem_leave', keys, args, 3, 3);
+      reply := lua_sem_leave(keys, args);
+    WHEN 'sem_undo' THEN
+      PERFORM enter_script('sem_undo', keys, args, 1, 1);
+      reply := lua_sem_undo(keys, args);
+    WHEN 'sem_holders' THEN
+      PERFORM enter_script('sem_holders', keys, args, 1, 0);
+      reply := lua_sem_holders(keys, args);
+    WHEN 'write_acquire' THEN
+      PERFORM enter_script('write_acquire', keys, args, 6, 6);
+      reply := lua_write_acquire(keys, args);
+    WHEN 'read_acquire' THEN
+      PERFORM enter_script('read_acquire', keys, args, 7, 6);
+      reply := lua_read_acquire(keys, args);
+    WHEN 'read_release' THEN
+      PERFORM enter_script('read_release', keys, args, 5, 3);
+      reply := lua_read_release(keys, args);
     ELSE
       RAISE EXCEPTION 'NOSCRIPT No matching script: %', name USING ERRCODE = 'undefined_function';
   END CASE;
+  PERFORM leave_script();
+  RETURN reply;
 END
 $$;

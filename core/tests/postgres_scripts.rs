@@ -389,7 +389,7 @@ fn every_script_case_gives_the_vectors_reply_and_leaves_the_keys_as_redis_does()
             sha.as_str().unwrap(),
             "SHA1 of {name} as docs/protocol.md carries it"
         );
-        let function = format!("{SCHEMA}.script_{}(text[], text[])", name.to_lowercase());
+        let function = format!("{SCHEMA}.lua_{}(text[], text[])", name.to_lowercase());
         assert_eq!(
             node.sql(&format!(
                 "SELECT to_regprocedure({}) IS NOT NULL",
