@@ -15,7 +15,8 @@ use futures_util::StreamExt;
 use redis::{Cmd, Value};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::MakeTlsConnect;
-use tokio_postgres::{AsyncMessage, Client, Socket, Statement};
+use tokio_postgres::types::Type;
+use tokio_postgres::{AsyncMessage, Client, Socket};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::connection::{Connection, EndNotice, watched};
@@ -41,11 +42,11 @@ pub(crate) struct PgFactory {
     schema: String,
 }
 
-/// One session with the server, and the prepared script call.
+/// One session with the server, and the script call's SQL.
 #[derive(Clone)]
 pub(crate) struct PgConnection {
     client: Arc<Client>,
-    call: Statement,
+    call: Arc<str>,
 }
 
 impl PgFactory {
@@ -78,8 +79,8 @@ impl PgFactory {
         })
     }
 
-    /// A new session with the schema installed (on first use) and the
-    /// script call prepared, and what the server says of its durability.
+    /// A new session with the schema installed (on first use), and what
+    /// the server says of its durability.
     pub(crate) async fn connect(
         &self,
         ended: EndNotice,
@@ -89,12 +90,7 @@ impl PgFactory {
             None => self.session(tokio_postgres::NoTls, ended).await?,
         };
         self.install(&client, false).await?;
-        let call = client
-            .prepare(&format!(
-                "SELECT {}.script($1::text, $2::text[], $3::text[])",
-                self.schema
-            ))
-            .await?;
+        let call = format!("SELECT {}.script($1, $2, $3)", self.schema).into();
         let persistence = durability(&client).await;
         Ok((
             Connection::Postgres(PgConnection {
@@ -241,10 +237,25 @@ impl PgConnection {
     /// the same script.
     pub(crate) async fn run(&self, cmd: &Cmd) -> std::result::Result<Value, StoreError> {
         let (script, keys, args) = script_call(cmd)?;
-        let row = self
+        // Typed parameters: one round trip and no named prepared statement,
+        // which a transaction-pooling proxy (PgBouncer) could not keep.
+        let rows = self
             .client
-            .query_one(&self.call, &[&script.name, &keys, &args])
+            .query_typed(
+                &self.call,
+                &[
+                    (&script.name, Type::TEXT),
+                    (&keys, Type::TEXT_ARRAY),
+                    (&args, Type::TEXT_ARRAY),
+                ],
+            )
             .await?;
+        let Some(row) = rows.first() else {
+            return Err(StoreError::refused(
+                ErrorKind::Unavailable,
+                "the script call returned no row",
+            ));
+        };
         let reply: Option<serde_json::Value> = row.get(0);
         reply_from_json(reply.unwrap_or(serde_json::Value::Null))
     }
