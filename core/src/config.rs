@@ -180,8 +180,10 @@ impl ClientBuilder {
     /// Redis Cluster node): their connections fail with
     /// [`crate::ErrorKind::Config`], and `build` fails if any node is
     /// refused. Without AOF a restarted node forgets its fencing counters
-    /// and tokens may repeat (docs/protocol.md §5). Off by default: such
-    /// nodes are then only reported, with a warning event once per node.
+    /// and tokens may repeat (docs/protocol.md §5). A PostgreSQL node is
+    /// refused likewise when a crash may lose its commits (`fsync` or
+    /// `synchronous_commit` off). Off by default: such nodes are then only
+    /// reported, with a warning event once per node.
     pub fn require_aof(mut self, require: bool) -> Self {
         self.require_aof = require;
         self

@@ -48,11 +48,15 @@ impl PersistencePolicy {
 
     /// Judges a new connection to `node`: `Err` refuses it.
     pub(crate) fn judge(&self, node: &str, persistence: &Persistence) -> Result<(), NodeFailure> {
+        let remedy = match persistence {
+            Persistence::NotDurable(_) => "set fsync = on and synchronous_commit = on",
+            _ => "run it with appendonly yes and appendfsync always",
+        };
         let problem = match persistence {
             Persistence::Aof(fsync) if fsync == "always" => return Ok(()),
             Persistence::Aof(fsync) => {
                 // Durable against a crash of Redis alone; power loss can lose the last writes.
-                self.warn_once(node, &format!("appendfsync is {fsync}, not always"));
+                self.warn_once(node, &format!("appendfsync is {fsync}, not always"), remedy);
                 return Ok(());
             }
             Persistence::Durable => return Ok(()),
@@ -64,22 +68,22 @@ impl PersistencePolicy {
             return Err(NodeFailure {
                 kind: ErrorKind::Config,
                 detail: format!(
-                    "refused because {problem} and the client requires AOF: a restart would lose its fencing \
-                     counters and tokens could repeat (docs/protocol.md §5); run it with appendonly yes and \
-                     appendfsync always, or drop require_aof"
+                    "refused because {problem} and the client requires durable nodes (require_aof): a \
+                     restart would lose its fencing counters and tokens could repeat (docs/protocol.md §5); \
+                     {remedy}, or drop require_aof"
                 ),
             });
         }
-        self.warn_once(node, &problem);
+        self.warn_once(node, &problem, remedy);
         Ok(())
     }
 
-    fn warn_once(&self, node: &str, problem: &str) {
+    fn warn_once(&self, node: &str, problem: &str, remedy: &str) {
         if !self.warned.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 node,
                 "{problem}: after a restart of this node, fencing tokens may repeat (docs/protocol.md §5); \
-                 run it with appendonly yes and appendfsync always, or set require_aof to refuse such nodes"
+                 {remedy}, or set require_aof to refuse such nodes"
             );
         }
     }

@@ -143,3 +143,21 @@ async fn postgres_beside_redis_or_two_postgres_is_a_configuration_error() {
         assert!(err.to_string().contains("PostgreSQL"), "{err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_may_lose_commits_is_refused_when_durability_is_required() {
+    // The harness runs PostgreSQL with fsync off (its tests restart servers on purpose).
+    let node = PostgresNode::start();
+    let err = Client::builder()
+        .node(node.url())
+        .require_aof(true)
+        .build()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    assert!(err.to_string().contains("fsync"), "{err}");
+    assert!(
+        !err.to_string().contains("appendonly"),
+        "Redis advice for a PostgreSQL node: {err}"
+    );
+}
