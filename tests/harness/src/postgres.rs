@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::process::free_port;
+use crate::process::{free_port, signal};
 
 /// The superuser's name and password in every harness server.
 const SUPERUSER: &str = "postgres";
@@ -342,13 +342,6 @@ impl PostgresNode {
         if let Some(child) = self.child.lock().unwrap().as_ref() {
             signal(child, libc::SIGCONT);
         }
-    }
-}
-
-fn signal(child: &Child, sig: libc::c_int) {
-    // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, sig);
     }
 }
 

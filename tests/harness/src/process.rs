@@ -286,7 +286,7 @@ impl RedisNode {
     }
 }
 
-fn signal(child: &Child, sig: libc::c_int) {
+pub(crate) fn signal(child: &Child, sig: libc::c_int) {
     // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
     unsafe {
         libc::kill(child.id() as libc::pid_t, sig);
