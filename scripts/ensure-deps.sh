@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need from Debian's packages when it is
 # missing: redis-server (real nodes), openssl (test certificates for TLS),
-# postgresql (a real server for the PostgreSQL store's tests; only its
-# programs are used, never its service), and
+# postgresql and pgbouncer (a real server, and a transaction pooler in front
+# of it, for the PostgreSQL store's tests; only their programs are used,
+# never their services), and
 # for the C tests gcc, make, pkg-config and valgrind (and spin, which checks
 # the protocol model).
 # Sourced by scripts/demo.sh and scripts/test.sh.
@@ -13,6 +14,8 @@ if [ "${FENCELOCK_DEPS_C:-0}" = 1 ]; then
   # Debian keeps initdb and postgres out of PATH, in /usr/lib/postgresql/<version>/bin.
   compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 \
     || missing+=(postgresql)
+  # PgBouncer in transaction pooling mode, in front of the PostgreSQL tests' server.
+  command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
   command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
   command -v make >/dev/null 2>&1 || missing+=(make)
   command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use fencelock::{Client, ErrorKind, LockOptions, LossReason};
-use fencelock_harness::PostgresNode;
+use fencelock_harness::{PgBouncer, PostgresNode};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -160,4 +160,51 @@ async fn a_server_that_may_lose_commits_is_refused_when_durability_is_required()
         !err.to_string().contains("appendonly"),
         "Redis advice for a PostgreSQL node: {err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_works_through_pgbouncer_in_transaction_pooling_mode() {
+    let node = PostgresNode::start();
+    // Installed directly first: a migration is for the schema's owner.
+    client(&node).await.migrate().await.unwrap();
+    let Some(bouncer) = PgBouncer::start(&node) else {
+        println!("SKIPPED: pgbouncer is not installed (apt-get install pgbouncer)");
+        return;
+    };
+    let pooled = || async {
+        Client::builder()
+            .node(bouncer.url())
+            .node_timeout(ms(2000))
+            .build()
+            .await
+            .expect("a client through PgBouncer builds")
+    };
+    let (holder, waiter) = (pooled().await, pooled().await);
+    let lock = holder
+        .acquire("pg:pooled", LockOptions::new(ms(800)))
+        .await
+        .unwrap();
+    assert!(
+        waiter
+            .try_acquire("pg:pooled", LockOptions::new(ms(800)))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Renewed through the pooler for several ttls.
+    tokio::time::sleep(ms(2000)).await;
+    assert!(lock.is_held(), "renewals through PgBouncer failed");
+    lock.extend(ms(5000)).await.unwrap();
+    let waiting = tokio::spawn(async move {
+        waiter
+            .acquire("pg:pooled", LockOptions::new(ms(5000)).wait(ms(10_000)))
+            .await
+    });
+    tokio::time::sleep(ms(200)).await;
+    lock.release().await.unwrap();
+    // Wake-ups need a session, which a transaction pooler does not keep:
+    // the waiter may learn of the release by its bounded retry instead.
+    let next = waiting.await.unwrap().expect("the waiter gets the lock");
+    assert!(next.fencing_token() > lock.fencing_token());
+    next.release().await.unwrap();
 }
