@@ -17,12 +17,14 @@
 
 mod cluster;
 mod history;
+mod pgbouncer;
 mod postgres;
 mod process;
 mod proxy;
 
 pub use cluster::RedisCluster;
 pub use history::{CheckOptions, Grant, GrantId, History, Violation, check_counter, validity_bound};
-pub use postgres::{PgBouncer, PostgresNode, pgbouncer_path, postgres_bin_dir, postgres_installed};
+pub use pgbouncer::{PgBouncer, pgbouncer_path};
+pub use postgres::{PostgresNode, postgres_bin_dir, postgres_installed};
 pub use process::{NodeOptions, RedisNode, TlsFiles, redis_server_path};
 pub use proxy::{FaultProxy, Mode, ProxyStats};

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use crate::process::{free_port, signal};
 
 /// The superuser's name and password in every harness server.
-const SUPERUSER: &str = "postgres";
-const SUPERUSER_PASSWORD: &str = "harness-superuser";
+pub(crate) const SUPERUSER: &str = "postgres";
+pub(crate) const SUPERUSER_PASSWORD: &str = "harness-superuser";
 
 /// The directory with `initdb`, `postgres`, `psql` and `pg_isready`: the
 /// newest `/usr/lib/postgresql/<version>/bin` (where Debian puts them), or
@@ -76,7 +76,7 @@ fn server_identity() -> Option<(u32, u32)> {
     Some(unsafe { ((*entry).pw_uid, (*entry).pw_gid) })
 }
 
-fn as_server_user(command: &mut Command) -> &mut Command {
+pub(crate) fn as_server_user(command: &mut Command) -> &mut Command {
     if let Some((uid, gid)) = server_identity() {
         command.uid(uid).gid(gid);
     }
@@ -84,7 +84,7 @@ fn as_server_user(command: &mut Command) -> &mut Command {
 }
 
 /// Makes `path` and everything in it the server user's.
-fn hand_over(path: &Path) {
+pub(crate) fn hand_over(path: &Path) {
     if let Some((uid, gid)) = server_identity() {
         let status = Command::new("chown")
             .arg("-R")
@@ -98,7 +98,7 @@ fn hand_over(path: &Path) {
 
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
-fn scratch_dir(what: &str) -> PathBuf {
+pub(crate) fn scratch_dir(what: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "fencelock-pg-{what}-{}-{}",
         std::process::id(),
@@ -393,103 +393,5 @@ mod tests {
             "the postmaster is gone"
         );
         assert!(node.try_sql("SELECT 1").is_err());
-    }
-}
-
-/// A PgBouncer in transaction pooling mode in front of a [`PostgresNode`]:
-/// every transaction may run on a different server session, as behind the
-/// poolers production deployments use.
-pub struct PgBouncer {
-    port: u16,
-    dir: PathBuf,
-    child: Mutex<Option<Child>>,
-}
-
-/// Where `pgbouncer` is (Debian puts it in /usr/sbin), if installed.
-pub fn pgbouncer_path() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("pgbouncer"));
-    on_path
-        .chain([PathBuf::from("/usr/sbin/pgbouncer")])
-        .find(|candidate| candidate.is_file())
-}
-
-impl PgBouncer {
-    /// Starts PgBouncer (transaction pooling) in front of `server` for its
-    /// superuser; `None` when PgBouncer is not installed.
-    pub fn start(server: &PostgresNode) -> Option<PgBouncer> {
-        let program = pgbouncer_path()?;
-        let dir = scratch_dir("pgbouncer");
-        let port = free_port();
-        std::fs::write(
-            dir.join("userlist.txt"),
-            format!("\"{SUPERUSER}\" \"{SUPERUSER_PASSWORD}\"\n"),
-        )
-        .expect("write the user list");
-        std::fs::write(
-            dir.join("pgbouncer.ini"),
-            format!(
-                "[databases]\npostgres = host=127.0.0.1 port={} dbname=postgres\n\n\
-                 [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
-                 auth_type = scram-sha-256\nauth_file = {}\npool_mode = transaction\n\
-                 default_pool_size = 4\nmax_client_conn = 200\nlogfile = {}\npidfile =\n\
-                 ignore_startup_parameters = extra_float_digits,application_name\n",
-                server.port(),
-                dir.join("userlist.txt").display(),
-                dir.join("pgbouncer.log").display(),
-            ),
-        )
-        .expect("write pgbouncer.ini");
-        hand_over(&dir);
-        let mut command = Command::new(program);
-        as_server_user(&mut command)
-            .arg(dir.join("pgbouncer.ini"))
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: only async-signal-safe prctl is called between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = command.spawn().expect("start pgbouncer");
-        let bouncer = PgBouncer {
-            port,
-            dir,
-            child: Mutex::new(Some(child)),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "pgbouncer did not listen within 10 s; log:\n{}",
-                std::fs::read_to_string(bouncer.dir.join("pgbouncer.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(bouncer)
-    }
-
-    /// The superuser's URL through the pooler.
-    pub fn url(&self) -> String {
-        format!(
-            "postgresql://{SUPERUSER}:{SUPERUSER_PASSWORD}@127.0.0.1:{}/postgres",
-            self.port
-        )
-    }
-}
-
-impl Drop for PgBouncer {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.lock().unwrap().take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
