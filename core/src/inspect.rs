@@ -67,7 +67,8 @@ impl Client {
     /// right). Semaphores and read-write locks are not listed.
     ///
     /// Fails with `invalid_argument` when a node is a Redis Cluster (one
-    /// `SCAN` does not visit its shards: inspect resources by name there),
+    /// `SCAN` does not visit its shards) or a PostgreSQL server (not listed
+    /// yet): inspect resources by name there;
     /// with `auth` when every node refused `SCAN`, and with `unavailable`
     /// when no node answered.
     pub async fn resources(&self, matching: &str, limit: usize) -> Result<Vec<String>> {
@@ -77,10 +78,10 @@ impl Client {
         let pattern = LockKeys::counter_pattern(&prefix, matching);
         runtime::run(async move {
             let nodes = shared.nodes.nodes();
-            if let Some(cluster) = nodes.iter().find(|node| node.is_cluster()) {
+            if let Some((node, why)) = nodes.iter().find_map(|node| Some((node, node.unscannable()?))) {
                 return Err(Error::invalid(format!(
-                    "node {} is a Redis Cluster, whose locks one SCAN cannot list; inspect them by name",
-                    cluster.endpoint()
+                    "node {} is {why}; inspect them by name",
+                    node.endpoint()
                 )));
             }
             let scans = nodes.iter().map(|node| node.scan(&pattern, limit));

@@ -184,9 +184,13 @@ impl Node {
         })
     }
 
-    /// Whether this node is a Redis Cluster.
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.endpoint.topology, Topology::Cluster)
+    /// Why [`Node::scan`] cannot list this node's keys, if it cannot.
+    pub(crate) fn unscannable(&self) -> Option<&'static str> {
+        match self.endpoint.topology {
+            Topology::Standalone => None,
+            Topology::Cluster => Some("a Redis Cluster, whose locks one SCAN cannot list"),
+            Topology::Postgres => Some("a PostgreSQL server, whose locks cannot be listed yet"),
+        }
     }
 
     /// The keys matching `pattern` (a Redis glob), at most `limit`, read a
@@ -197,12 +201,6 @@ impl Node {
         pattern: &str,
         limit: usize,
     ) -> std::result::Result<Vec<String>, NodeOutcome> {
-        if matches!(self.endpoint.topology, Topology::Postgres) {
-            return Err(NodeOutcome::Failed(NodeFailure {
-                kind: ErrorKind::InvalidArgument,
-                detail: "listing locks is not supported on a PostgreSQL node yet; name them".to_owned(),
-            }));
-        }
         let mut keys = Vec::new();
         let mut cursor = 0_u64;
         loop {

@@ -208,3 +208,16 @@ async fn the_lock_works_through_pgbouncer_in_transaction_pooling_mode() {
     assert!(next.fencing_token() > lock.fencing_token());
     next.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_locks_on_postgres_is_refused_with_the_reason() {
+    let node = PostgresNode::start();
+    let client = client(&node).await;
+    let err = client.resources("*", 10).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("PostgreSQL"), "{err}");
+    assert!(
+        !err.to_string().contains("+scan"),
+        "Redis advice for a PostgreSQL node: {err}"
+    );
+}
