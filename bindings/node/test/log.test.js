@@ -275,8 +275,14 @@ test('each worker receives records at its own level, and a terminated one stops 
       const diagnosticsChannel = require('node:diagnostics_channel')
       const fencelock = require(workerData.pkg)
       fencelock.setLogLevel('debug')
+      // Records arrive on an unref'd channel: without this timer the worker may
+      // finish its acquire and exit before the record is delivered.
+      const keepAlive = setInterval(() => {}, 1000)
       diagnosticsChannel.subscribe(fencelock.LOG_CHANNEL, (r) => {
-        if (r.message === 'lock acquired' && r.fields.resource === workerData.resource) parentPort.postMessage('seen')
+        if (r.message === 'lock acquired' && r.fields.resource === workerData.resource) {
+          parentPort.postMessage('seen')
+          clearInterval(keepAlive)
+        }
       })
       const client = new fencelock.Client({ nodes: workerData.nodes })
       client.acquire(workerData.resource).then((lock) => { globalThis.keep = lock })
@@ -284,7 +290,11 @@ test('each worker receives records at its own level, and a terminated one stops 
     ;(async () => {
       const resource = 'log-worker:' + process.pid
       const worker = new Worker(workerCode, { eval: true, workerData: { pkg: ${JSON.stringify(PACKAGE)}, nodes, resource } })
-      await new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject) })
+      await new Promise((resolve, reject) => {
+        worker.once('message', resolve)
+        worker.once('error', reject)
+        worker.once('exit', (code) => reject(new Error('worker exited with ' + code + ' before its record arrived')))
+      })
       await worker.terminate()
       // This thread stayed at 'warn': the worker's debug records were not published here.
       if (seen.some((r) => r.level === 'debug')) throw new Error('a debug record reached the main thread')
