@@ -245,7 +245,9 @@ impl Connection {
         let reply = match self {
             Connection::Standalone(c) => c.req_packed_command(cmd).await,
             Connection::Cluster(c) => c.req_packed_command(cmd).await,
-            Connection::Postgres(c) => return c.run(cmd).await,
+            // Boxed: its future is far larger than redis-rs's, and every
+            // Redis request's future would otherwise be as large.
+            Connection::Postgres(c) => return Box::pin(c.run(cmd)).await,
         };
         Ok(server_error_as_err(reply)?)
     }
@@ -267,11 +269,7 @@ impl Connection {
                 });
                 futures_util::future::join_all(requests).await
             }
-            Connection::Postgres(c) => {
-                // tokio-postgres pipelines requests made at once on one session.
-                let requests = pipe.cmd_iter().map(|cmd| c.run(cmd));
-                return Ok(futures_util::future::join_all(requests).await);
-            }
+            Connection::Postgres(c) => return Ok(Box::pin(c.run_all(pipe)).await),
         };
         Ok(replies
             .into_iter()

@@ -41,6 +41,8 @@ pub(crate) struct Endpoint {
     pub(crate) tls: bool,
     /// PostgreSQL only: the schema of fencelock's tables and functions.
     pub(crate) schema: Option<String>,
+    /// PostgreSQL only: the CA bundle file named by `sslrootcert`.
+    pub(crate) root_cert_file: Option<std::path::PathBuf>,
 }
 
 impl Endpoint {
@@ -111,6 +113,7 @@ impl Endpoint {
             topology,
             tls,
             schema: None,
+            root_cert_file: None,
         };
         // Let redis-rs check what it will need later (credential decoding, TLS support).
         endpoint.connection_info()?;
@@ -131,15 +134,23 @@ impl Endpoint {
     /// A `postgresql://user:password@host:port/db?sslmode=…&fencelock_schema=…` URL.
     fn parse_postgres(mut url: url::Url, raw: &str) -> Result<Self> {
         let mut schema = None;
+        let mut root_cert_file = None;
         let others: Vec<(String, String)> = url
             .query_pairs()
-            .filter_map(|(name, value)| {
-                if name == SCHEMA_PARAMETER {
+            .filter_map(|(name, value)| match (&*name, &*value) {
+                (SCHEMA_PARAMETER, _) => {
                     schema = Some(value.into_owned());
                     None
-                } else {
-                    Some((name.into_owned(), value.into_owned()))
                 }
+                // Read by us: the driver does not know it.
+                ("sslrootcert", _) => {
+                    root_cert_file = Some(std::path::PathBuf::from(&*value));
+                    None
+                }
+                // TLS here always verifies the CA and the host name, so
+                // libpq's verifying modes are what `require` does.
+                ("sslmode", "verify-ca" | "verify-full") => Some((name.into_owned(), "require".to_owned())),
+                _ => Some((name.into_owned(), value.into_owned())),
             })
             .collect();
         let schema = schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned());
@@ -185,6 +196,7 @@ impl Endpoint {
             topology: Topology::Postgres,
             tls,
             schema: Some(schema),
+            root_cert_file,
         })
     }
 

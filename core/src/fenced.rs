@@ -11,7 +11,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, NodeOutcome, Result};
 use crate::node::Reply;
 
 /// What a fenced write carries: the lock's fencing token and the id of the
@@ -102,7 +102,12 @@ pub(crate) fn fenced_set_outcome(reply: Reply, key: &str, fence: Fence, node: &s
             ),
         )),
         _ => Err(Error::new(
-            ErrorKind::Unavailable,
+            // The node's own kind: a value it cannot store is the caller's
+            // to fix (invalid_argument), missing rights are `auth`.
+            match &reply {
+                Err(NodeOutcome::Failed(failure)) => failure.kind,
+                _ => ErrorKind::Unavailable,
+            },
             format!(
                 "fenced write to '{key}' on {node} failed: {}",
                 match reply {

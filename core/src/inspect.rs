@@ -66,9 +66,10 @@ impl Client {
     /// sorted, at most `limit` (per node; `SCAN`, which needs the `+scan`
     /// right). Semaphores and read-write locks are not listed.
     ///
+    /// On a PostgreSQL server the same keys are read from its key table.
+    ///
     /// Fails with `invalid_argument` when a node is a Redis Cluster (one
-    /// `SCAN` does not visit its shards) or a PostgreSQL server (not listed
-    /// yet): inspect resources by name there;
+    /// `SCAN` does not visit its shards): inspect resources by name there;
     /// with `auth` when every node refused `SCAN`, and with `unavailable`
     /// when no node answered.
     pub async fn resources(&self, matching: &str, limit: usize) -> Result<Vec<String>> {

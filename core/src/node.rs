@@ -187,9 +187,8 @@ impl Node {
     /// Why [`Node::scan`] cannot list this node's keys, if it cannot.
     pub(crate) fn unscannable(&self) -> Option<&'static str> {
         match self.endpoint.topology {
-            Topology::Standalone => None,
+            Topology::Standalone | Topology::Postgres => None,
             Topology::Cluster => Some("a Redis Cluster, whose locks one SCAN cannot list"),
-            Topology::Postgres => Some("a PostgreSQL server, whose locks cannot be listed yet"),
         }
     }
 

@@ -26,6 +26,7 @@ use crate::node::NodeSettings;
 use crate::persistence::Persistence;
 use crate::scripts::{self, LuaScript};
 use crate::store::{Messages, StoreError};
+use crate::tls::TlsMaterial;
 
 /// The DDL, with `__SCHEMA__` for the schema's quoted name.
 const SCHEMA_SQL: &str = include_str!("../sql/fencelock.sql");
@@ -46,7 +47,26 @@ pub(crate) struct PgFactory {
 #[derive(Clone)]
 pub(crate) struct PgConnection {
     client: Arc<Client>,
+    /// The statement that runs a script.
     call: Arc<str>,
+    /// The statement that lists keys (a SCAN page).
+    list: Arc<str>,
+}
+
+/// The client's TLS settings, with the CA bundle of the URL's
+/// `sslrootcert` (which names this node's CA) in place of the client's.
+fn tls_material(endpoint: &Endpoint, settings: &NodeSettings) -> Result<TlsMaterial> {
+    let mut material = settings.tls.clone();
+    if let Some(path) = &endpoint.root_cert_file {
+        let pem = std::fs::read(path).map_err(|e| {
+            Error::config(format!(
+                "sslrootcert of node {endpoint}: cannot read {}: {e}",
+                path.display()
+            ))
+        })?;
+        material.root_ca_pem = Some(pem);
+    }
+    Ok(material)
 }
 
 impl PgFactory {
@@ -65,7 +85,7 @@ impl PgFactory {
             .keepalives_idle(std::time::Duration::from_secs(5));
         let tls = endpoint
             .tls
-            .then(|| crate::tls::client_config(&settings.tls, &endpoint.to_string()))
+            .then(|| crate::tls::client_config(&tls_material(endpoint, settings)?, &endpoint.to_string()))
             .transpose()?
             .map(MakeRustlsConnect::new);
         let schema = endpoint
@@ -91,11 +111,19 @@ impl PgFactory {
         };
         self.install(&client, false).await?;
         let call = format!("SELECT {}.script($1, $2, $3)", self.schema).into();
+        let list = format!(
+            "SELECT key FROM {}.keys WHERE key ~ $1 \
+             AND (expires_at IS NULL OR expires_at > clock_timestamp()) \
+             ORDER BY key OFFSET $2 LIMIT $3",
+            self.schema
+        )
+        .into();
         let persistence = durability(&client).await;
         Ok((
             Connection::Postgres(PgConnection {
                 client: Arc::new(client),
                 call,
+                list,
             }),
             persistence,
         ))
@@ -232,10 +260,22 @@ fn tokio_stream_from(
 }
 
 impl PgConnection {
+    /// Every script call of `pipe`, sent at once: tokio-postgres pipelines
+    /// the requests made together on one session.
+    pub(crate) async fn run_all(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Vec<std::result::Result<Value, StoreError>> {
+        futures_util::future::join_all(pipe.cmd_iter().map(|cmd| self.run(cmd))).await
+    }
+
     /// Runs a script call written as Redis's `EVALSHA`/`EVAL` command
     /// (`NAME sha-or-source numkeys keys… args…`) as the SQL function of
     /// the same script.
     pub(crate) async fn run(&self, cmd: &Cmd) -> std::result::Result<Value, StoreError> {
+        if let Some(scan) = ScanCall::parse(cmd) {
+            return self.scan(scan?).await;
+        }
         let (script, keys, args) = script_call(cmd)?;
         // Typed parameters: one round trip and no named prepared statement,
         // which a transaction-pooling proxy (PgBouncer) could not keep.
@@ -259,6 +299,115 @@ impl PgConnection {
         let reply: Option<serde_json::Value> = row.get(0);
         reply_from_json(reply.unwrap_or(serde_json::Value::Null))
     }
+}
+
+/// A `SCAN cursor MATCH pattern COUNT n` command: the one command besides
+/// the scripts that a PostgreSQL node answers (for listing locks).
+struct ScanCall {
+    /// Keys already returned, in key order.
+    offset: i64,
+    /// The pattern as a PostgreSQL regular expression.
+    regex: String,
+    count: i64,
+}
+
+impl ScanCall {
+    /// `None` when `cmd` is not a SCAN.
+    fn parse(cmd: &Cmd) -> Option<std::result::Result<ScanCall, StoreError>> {
+        let mut words = cmd.args_iter().map(|arg| match arg {
+            redis::Arg::Simple(bytes) => bytes,
+            _ => &b""[..],
+        });
+        if !words.next()?.eq_ignore_ascii_case(b"SCAN") {
+            return None;
+        }
+        let number = |word: Option<&[u8]>| -> Option<i64> { std::str::from_utf8(word?).ok()?.parse().ok() };
+        let words: Vec<&[u8]> = words.collect();
+        let parsed = match words[..] {
+            [cursor, b"MATCH", pattern, b"COUNT", count] => (|| {
+                Some(ScanCall {
+                    offset: number(Some(cursor))?,
+                    regex: glob_to_regex(std::str::from_utf8(pattern).ok()?),
+                    count: number(Some(count))?.max(1),
+                })
+            })(),
+            _ => None,
+        };
+        Some(
+            parsed
+                .ok_or_else(|| StoreError::refused(ErrorKind::Unavailable, "not a SCAN this store answers")),
+        )
+    }
+}
+
+impl PgConnection {
+    /// A SCAN page, as Redis replies: `[next cursor, [keys…]]`, the cursor
+    /// 0 after the last page. Keys whose expiry passed are not listed.
+    async fn scan(&self, scan: ScanCall) -> std::result::Result<Value, StoreError> {
+        let rows = self
+            .client
+            .query_typed(
+                &self.list,
+                &[
+                    (&scan.regex, Type::TEXT),
+                    (&scan.offset, Type::INT8),
+                    (&scan.count, Type::INT8),
+                ],
+            )
+            .await?;
+        let next = if (rows.len() as i64) < scan.count {
+            0
+        } else {
+            scan.offset + scan.count
+        };
+        let keys = rows
+            .iter()
+            .map(|row| Value::BulkString(row.get::<_, String>(0).into_bytes()))
+            .collect();
+        Ok(Value::Array(vec![
+            Value::BulkString(next.to_string().into_bytes()),
+            Value::Array(keys),
+        ]))
+    }
+}
+
+/// A Redis glob (`*`, `?`, `[…]`, `\x`) as an anchored PostgreSQL regular
+/// expression that matches the same keys.
+fn glob_to_regex(glob: &str) -> String {
+    let mut regex = String::from("^");
+    let mut chars = glob.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => regex.push_str(".*"),
+            '?' => regex.push('.'),
+            '\\' => push_literal(&mut regex, chars.next().unwrap_or('\\')),
+            '[' => {
+                regex.push('[');
+                let mut first = true;
+                for c in chars.by_ref() {
+                    match c {
+                        ']' if !first => break,
+                        '^' if first => regex.push('^'),
+                        '\\' => regex.push_str("\\\\"),
+                        '[' => regex.push_str("\\["),
+                        _ => regex.push(c),
+                    }
+                    first = false;
+                }
+                regex.push(']');
+            }
+            _ => push_literal(&mut regex, c),
+        }
+    }
+    regex.push('$');
+    regex
+}
+
+fn push_literal(regex: &mut String, c: char) {
+    if !c.is_alphanumeric() {
+        regex.push('\\');
+    }
+    regex.push(c);
 }
 
 /// The script, keys and arguments of an `EVALSHA`/`EVAL` command.
@@ -365,6 +514,12 @@ pub(crate) fn classify_postgres_error(err: &tokio_postgres::Error) -> NodeFailur
                 ErrorKind::Auth,
                 "; grant the role the privileges listed in docs/postgres-store.md",
             )
+        } else if *code == SqlState::QUERY_CANCELED || *code == SqlState::LOCK_NOT_AVAILABLE {
+            (
+                ErrorKind::Unavailable,
+                "; the server cancelled the script: raise statement_timeout and lock_timeout \
+                 of the role fencelock connects as above the client's per-node timeout",
+            )
         } else {
             (ErrorKind::Unavailable, "")
         };
@@ -373,21 +528,57 @@ pub(crate) fn classify_postgres_error(err: &tokio_postgres::Error) -> NodeFailur
             detail: format!("{} (SQLSTATE {}){advice}", db.message(), code.code()),
         };
     }
-    let tls = std::iter::successors(std::error::Error::source(err), |e| e.source())
-        .any(|e| e.is::<rustls::Error>() || e.to_string().contains("certificate"));
-    NodeFailure {
-        kind: if tls {
-            ErrorKind::Tls
-        } else {
-            ErrorKind::Unavailable
-        },
-        detail: err.to_string(),
+    // tokio-postgres keeps its error kinds private; its TLS failures all
+    // read "error performing TLS handshake: …".
+    let tls = err.to_string().contains("TLS handshake")
+        || std::iter::successors(std::error::Error::source(err), |e| e.source())
+            .any(|e| e.is::<rustls::Error>() || e.to_string().contains("certificate"));
+    if tls {
+        return NodeFailure {
+            kind: ErrorKind::Tls,
+            detail: format!(
+                "{}; the server must offer TLS with a certificate for this host name \
+                 signed by the CA given (sslrootcert in the URL, or the client's CA bundle), \
+                 or use sslmode=disable on a trusted network",
+                with_causes(err)
+            ),
+        };
     }
+    NodeFailure {
+        kind: ErrorKind::Unavailable,
+        detail: with_causes(err),
+    }
+}
+
+/// The error and its causes, which tokio-postgres's `Display` leaves out:
+/// "error performing TLS handshake: invalid peer certificate: UnknownIssuer".
+fn with_causes(err: &tokio_postgres::Error) -> String {
+    let mut text = err.to_string();
+    for cause in std::iter::successors(std::error::Error::source(err), |e| e.source()) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn globs_become_anchored_regular_expressions() {
+        assert_eq!(
+            glob_to_regex("fencelock:{*}:fence"),
+            r"^fencelock\:\{.*\}\:fence$"
+        );
+        assert_eq!(glob_to_regex(r"a\*b?"), r"^a\*b.$");
+        assert_eq!(glob_to_regex("[^a-c]x"), "^[^a-c]x$");
+        assert_eq!(glob_to_regex("[]]"), "^[]]$");
+        assert_eq!(glob_to_regex("é.+"), r"^é\.\+$");
+    }
 
     #[test]
     fn identifiers_are_quoted_whatever_they_hold() {

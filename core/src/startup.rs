@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 
+use crate::endpoint::Topology;
 use crate::error::{Error, ErrorKind, NodeOutcome, Result};
 use crate::node_set::NodeSet;
 
@@ -62,15 +63,18 @@ async fn warm_up(nodes: &NodeSet) -> Result<()> {
             Err(NodeOutcome::Failed(failure))
                 if matches!(failure.kind, ErrorKind::Auth | ErrorKind::Tls | ErrorKind::Config) =>
             {
+                let postgres = node.endpoint().topology == Topology::Postgres;
+                // A PostgreSQL failure carries its own advice (postgres.rs).
                 let advice = match failure.kind {
-                    ErrorKind::Auth => "check the user name, password and ACL rules",
-                    ErrorKind::Tls => "check the CA, the certificate's host name and the rediss:// URL",
-                    _ => "see above",
+                    _ if postgres => "",
+                    ErrorKind::Auth => "; check the user name, password and ACL rules",
+                    ErrorKind::Tls => "; check the CA, the certificate's host name and the rediss:// URL",
+                    _ => "",
                 };
                 return Err(Error::new(
                     failure.kind,
                     format!(
-                        "node {} refused the connection: {}; {advice}",
+                        "node {} refused the connection: {}{advice}",
                         node.endpoint(),
                         failure.detail
                     ),

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use faults_support::child::{Holder, eventually};
 use faults_support::*;
 use fencelock::{ErrorKind, LockOptions};
+use fencelock_harness::PostgresNode;
 
 #[test]
 #[ignore = "the holder child process of other tests, not a test"]
@@ -285,6 +286,17 @@ fn shifted_holder(
     shift_file: &Path,
     monotonic: bool,
 ) -> Holder {
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    shifted_holder_of(&urls, resource, shim, shift_file, monotonic)
+}
+
+fn shifted_holder_of(
+    urls: &[String],
+    resource: &str,
+    shim: &Path,
+    shift_file: &Path,
+    monotonic: bool,
+) -> Holder {
     std::fs::write(shift_file, "0").unwrap();
     let mut env = vec![
         ("LD_PRELOAD", shim.display().to_string()),
@@ -293,8 +305,7 @@ fn shifted_holder(
     if monotonic {
         env.push(("CLOCKSHIFT_MONOTONIC", "1".to_owned()));
     }
-    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
-    Holder::spawn(&urls, resource, ms(2000), &env)
+    Holder::spawn(urls, resource, ms(2000), &env)
 }
 
 /// T11a: the holder's wall clock jumps +60 s. Validity and renewals run on
@@ -367,5 +378,73 @@ fn t11b_client_freeze_reads_as_not_held_at_once() {
             std::thread::sleep(ms(50));
         }
     }
+    let _ = std::fs::remove_file(&shift_file);
+}
+
+/// P11: T11a on a PostgreSQL node. The holder's wall clock jumps an hour
+/// forward, then an hour back: the lease row's expiry is the server's
+/// clock plus the ttl, so it stays within one ttl of the server's now,
+/// renewals go on, and once the holder is killed the lock is free at its
+/// ttl by the server's clock, neither sooner nor an hour later.
+#[test]
+fn p11_client_wall_clock_jumps_leave_a_postgres_lease_to_the_server() {
+    let Some(shim) = shim() else { return };
+    let node = PostgresNode::start();
+    let shift_file = std::env::temp_dir().join(format!("fencelock-p11-{}.ms", std::process::id()));
+    let resource = "p11:lease";
+    let lease_left_ms = || -> i64 {
+        node.sql(&format!(
+            "SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint \
+             FROM fencelock.keys WHERE key = 'fencelock:{{{resource}}}'"
+        ))
+        .parse()
+        .expect("a lease row")
+    };
+    let mut holder = shifted_holder_of(&[node.url()], resource, shim, &shift_file, false);
+    holder.acquire();
+    for shift in ["3600000", "-3600000"] {
+        let before = holder.status();
+        std::fs::write(&shift_file, shift).unwrap();
+        std::thread::sleep(ms(1500));
+        let after = holder.status();
+        assert!(
+            after.wall_ms.abs_diff(before.wall_ms) > 3_000_000,
+            "the shim did not move the holder's wall clock"
+        );
+        assert!(
+            after.held && after.renewals > before.renewals,
+            "shift {shift}: renewals stopped: {after:?}"
+        );
+        let left = lease_left_ms();
+        assert!(
+            (1..=2000).contains(&left),
+            "shift {shift}: the lease row expires {left} ms from the server's now, not within its ttl"
+        );
+    }
+    holder.kill();
+    let killed = Instant::now();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let next = rt.block_on(async {
+        let client = fencelock::Client::builder()
+            .node(node.url())
+            .build()
+            .await
+            .unwrap();
+        let early = client
+            .try_acquire(resource, LockOptions::new(ms(2000)))
+            .await
+            .unwrap();
+        assert!(early.is_none(), "the lease ended before its ttl");
+        client
+            .acquire(resource, LockOptions::new(ms(2000)).wait(ms(10_000)))
+            .await
+            .expect("the killed holder's lease runs out by the server's clock")
+    });
+    assert!(
+        killed.elapsed() < ms(4000),
+        "the lock came free {:?} after the kill",
+        killed.elapsed()
+    );
+    rt.block_on(next.release()).unwrap();
     let _ = std::fs::remove_file(&shift_file);
 }

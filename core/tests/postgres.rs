@@ -129,6 +129,18 @@ async fn fenced_writes_go_to_a_table_and_refuse_a_stale_token() {
         client.fenced_get("data:pg").await.unwrap(),
         Some(("new".to_owned(), new.fencing_token()))
     );
+    // PostgreSQL's text holds no NUL byte: refused before anything is
+    // written, saying why, where Redis would have stored it.
+    let nul = client
+        .fenced_set("data:pg", "a\0b", new.fence())
+        .await
+        .unwrap_err();
+    assert_eq!(nul.kind(), ErrorKind::InvalidArgument, "{nul}");
+    assert!(nul.to_string().contains("NUL"), "{nul}");
+    assert_eq!(
+        client.fenced_get("data:pg").await.unwrap(),
+        Some(("new".to_owned(), new.fencing_token()))
+    );
     new.release().await.unwrap();
 }
 
@@ -210,14 +222,50 @@ async fn the_lock_works_through_pgbouncer_in_transaction_pooling_mode() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn listing_locks_on_postgres_is_refused_with_the_reason() {
+async fn locks_on_postgres_are_listed_and_inspected_as_on_redis() {
     let node = PostgresNode::start();
     let client = client(&node).await;
-    let err = client.resources("*", 10).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
-    assert!(err.to_string().contains("PostgreSQL"), "{err}");
-    assert!(
-        !err.to_string().contains("+scan"),
-        "Redis advice for a PostgreSQL node: {err}"
+    for resource in ["pgl:b", "pgl:a", "pgl:[x]", "pgm:c", "pgl:held"] {
+        let lock = client
+            .acquire(resource, LockOptions::new(ms(5000)))
+            .await
+            .unwrap();
+        if resource != "pgl:held" {
+            lock.release().await.unwrap();
+        } else {
+            std::mem::forget(lock);
+        }
+    }
+    // Semaphores are not listed: only locks' counters.
+    let permit = client
+        .semaphore("pgl:sem", 2)
+        .unwrap()
+        .acquire(LockOptions::new(ms(5000)))
+        .await
+        .unwrap();
+    assert_eq!(
+        client.resources("pgl:*", 10).await.unwrap(),
+        ["pgl:[x]", "pgl:a", "pgl:b", "pgl:held"]
     );
+    // The glob's characters, in the pattern and in the names, are the glob's.
+    assert_eq!(
+        client.resources("pgl:[ab]", 10).await.unwrap(),
+        ["pgl:a", "pgl:b"]
+    );
+    assert_eq!(client.resources(r"pgl:\[x]", 10).await.unwrap(), ["pgl:[x]"]);
+    assert_eq!(client.resources("pg?:c", 10).await.unwrap(), ["pgm:c"]);
+    assert_eq!(client.resources("*", 2).await.unwrap().len(), 2);
+    // More locks than one SCAN page (1000).
+    node.sql(
+        "INSERT INTO fencelock.keys (key, kind, value) \
+         SELECT 'fencelock:{pgp:' || i || '}:fence', 'string', '1' FROM generate_series(1, 1500) i",
+    );
+    assert_eq!(client.resources("pgp:*", 10_000).await.unwrap().len(), 1500);
+    assert_eq!(client.resources("*", 10_000).await.unwrap().len(), 1505);
+
+    let status = client.inspect("pgl:held").await.unwrap();
+    assert_eq!(status.len(), 1);
+    assert!(status[0].held, "{status:?}");
+    assert!(status[0].fencing_counter >= 1, "{status:?}");
+    permit.release().await.unwrap();
 }

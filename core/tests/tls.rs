@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use common::*;
 use fencelock::{Client, ClientBuilder, ErrorKind, LockOptions, TlsVersion};
-use fencelock_harness::TlsFiles;
+use fencelock_harness::{PostgresNode, TlsFiles};
 
 /// Makes the CA `ca` (once per directory) and a certificate `name` for `san`
 /// signed by it (a server's or a client's), and returns the files. None when
@@ -456,4 +456,87 @@ async fn t28_tls_node_behind_a_slow_link_comes_back_after_a_disconnect() {
             .unwrap();
         lock_survives_a_disconnect(&client, &proxy, &format!("t28-tls-{min_version:?}")).await;
     }
+}
+
+/// P12, TLS to PostgreSQL: `sslmode=require` (and libpq's `verify-full`,
+/// which means the same here) verifies the CA, given by `sslrootcert` in the
+/// URL or the client's CA bundle, and the host name; a session that is not
+/// TLS is never used; a server without TLS is refused with `require`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_over_tls_verifies_the_ca_and_the_host_name() {
+    let dir = temp_dir("postgres");
+    let Some(good) = make_certs(&dir, "server", "DNS:localhost,IP:127.0.0.1", "ca") else {
+        println!("SKIPPED: the openssl command is not installed (apt-get install openssl)");
+        return;
+    };
+    let wrong_host = make_certs(&dir, "wrong", "DNS:wrong.example", "ca").unwrap();
+    make_certs(&dir, "evil-server", "DNS:localhost", "evil-ca").unwrap();
+    let ca_pem = std::fs::read(&good.ca).unwrap();
+    let evil_ca = dir.join("evil-ca.crt");
+    let (node, mismatched, plain) = (
+        PostgresNode::start_tls(&good),
+        PostgresNode::start_tls(&wrong_host),
+        PostgresNode::start(),
+    );
+    let url = |node: &PostgresNode, host: &str, query: &str| node.url().replace("127.0.0.1", host) + query;
+    let build = |url: String| {
+        Client::builder()
+            .node(url)
+            .node_timeout(GENEROUS_NODE_TIMEOUT)
+            .connect_timeout(GENEROUS_NODE_TIMEOUT)
+    };
+    let tls_sessions = || {
+        node.sql(
+            "SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) \
+             WHERE ssl AND application_name = 'fencelock'",
+        )
+    };
+
+    // The CA from the URL or from the client; DNS and IP names.
+    let root = format!("&sslrootcert={}", good.ca.display());
+    for host in ["localhost", "127.0.0.1"] {
+        lock_and_release(build(url(&node, host, &format!("?sslmode=require{root}")))).await;
+        lock_and_release(build(url(&node, host, "?sslmode=verify-full")).tls_ca_pem(ca_pem.clone())).await;
+    }
+    let client = build(url(&node, "localhost", "?sslmode=verify-ca"))
+        .tls_ca_pem(ca_pem.clone())
+        .build()
+        .await
+        .unwrap();
+    let lock = client.acquire("tls", LockOptions::new(ms(5000))).await.unwrap();
+    assert_ne!(tls_sessions(), "0", "the client's session is TLS");
+    lock.release().await.unwrap();
+
+    // A CA we do not trust, a certificate for another host, a server
+    // without TLS: each refused as a TLS error that says what to do.
+    let untrusted = format!("?sslmode=require&sslrootcert={}", evil_ca.display());
+    let err = refusal(build(url(&node, "localhost", &untrusted))).await;
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+    assert!(
+        err.to_string().contains("sslrootcert"),
+        "the error says what to do: {err}"
+    );
+    let err = refusal(build(url(
+        &mismatched,
+        "localhost",
+        &format!("?sslmode=require{root}"),
+    )))
+    .await;
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+    let err = refusal(build(url(&plain, "127.0.0.1", "?sslmode=require")).tls_ca_pem(ca_pem.clone())).await;
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+    assert!(err.to_string().contains("does not support TLS"), "{err}");
+
+    // A file that is not there is a configuration error naming it.
+    let err = build(url(
+        &node,
+        "localhost",
+        "?sslmode=require&sslrootcert=/nonexistent/ca.pem",
+    ))
+    .build()
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+    assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

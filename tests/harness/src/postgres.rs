@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::process::{free_port, signal};
+use crate::process::{TlsFiles, free_port, signal};
 
 /// The superuser's name and password in every harness server.
 pub(crate) const SUPERUSER: &str = "postgres";
@@ -148,12 +148,35 @@ pub struct PostgresNode {
     port: u16,
     dir: PathBuf,
     child: Mutex<Option<Child>>,
+    /// `-c name=value` settings beyond the defaults, kept across restarts.
+    settings: Vec<String>,
 }
 
 impl PostgresNode {
     /// Starts a server (a copy of the template cluster) and waits until it
     /// accepts connections.
     pub fn start() -> PostgresNode {
+        PostgresNode::start_with(Vec::new(), |_| {})
+    }
+
+    /// A server that accepts TLS (and plaintext) with `files`' certificate
+    /// and key; clients verify it against `files.ca`.
+    pub fn start_tls(files: &TlsFiles) -> PostgresNode {
+        let settings = vec![
+            "ssl=on".to_owned(),
+            "ssl_cert_file=server.crt".to_owned(),
+            "ssl_key_file=server.key".to_owned(),
+        ];
+        PostgresNode::start_with(settings, |data| {
+            std::fs::copy(&files.cert, data.join("server.crt")).expect("copy the certificate");
+            let key = data.join("server.key");
+            std::fs::copy(&files.key, &key).expect("copy the key");
+            // PostgreSQL refuses a key that others may read.
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        })
+    }
+
+    fn start_with(settings: Vec<String>, prepare: impl FnOnce(&Path)) -> PostgresNode {
         let dir = scratch_dir("node");
         let status = Command::new("cp")
             .arg("-a")
@@ -162,11 +185,13 @@ impl PostgresNode {
             .status()
             .expect("run cp");
         assert!(status.success(), "copying the template cluster failed");
+        prepare(&dir.join("data"));
         hand_over(&dir);
         let node = PostgresNode {
             port: free_port(),
             dir,
             child: Mutex::new(None),
+            settings,
         };
         node.launch();
         node.wait_ready();
@@ -185,6 +210,7 @@ impl PostgresNode {
             .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
             .args(["-c", "max_connections=200", "-c", "shared_buffers=16MB"])
             .args(["-c", "logging_collector=off", "-c", "log_min_messages=warning"])
+            .args(self.settings.iter().flat_map(|setting| ["-c", setting]))
             .current_dir(&self.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -252,6 +278,12 @@ impl PostgresNode {
     /// `postgresql://postgres:PASSWORD@127.0.0.1:PORT/postgres`: the superuser.
     pub fn url(&self) -> String {
         self.url_for(SUPERUSER, SUPERUSER_PASSWORD)
+    }
+
+    /// The superuser's URL through another loopback port, such as a
+    /// [`crate::FaultProxy`] in front of this server.
+    pub fn url_via(&self, port: u16) -> String {
+        format!("postgresql://{SUPERUSER}:{SUPERUSER_PASSWORD}@127.0.0.1:{port}/postgres")
     }
 
     /// The URL of another role of this server (see [`PostgresNode::sql`] to make one).
