@@ -25,6 +25,27 @@ pub(crate) enum Topology {
 /// the URL reaches the driver).
 pub(crate) const SCHEMA_PARAMETER: &str = "fencelock_schema";
 
+/// The query parameter of a `postgresql://` URL giving the server's own
+/// `HOST:PORT` for LISTEN sessions, when the URL's address is a pooler.
+pub(crate) const LISTEN_PARAMETER: &str = "fencelock_listen";
+
+/// `HOST:PORT` (or `[IPv6]:PORT`) of `fencelock_listen`.
+fn parse_listen_address(value: &str) -> Result<(String, u16)> {
+    let bad = || {
+        Error::config(format!(
+            "{LISTEN_PARAMETER} is not HOST:PORT (its value is not shown: it may hold a secret); \
+             give the PostgreSQL server's own address (not the pooler's), e.g. \
+             {LISTEN_PARAMETER}=db.internal:5432"
+        ))
+    };
+    let (host, port) = value.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().ok().filter(|p| *p != 0).ok_or_else(bad)?;
+    if host.is_empty() || host.contains(['/', '@', '?', '#']) {
+        return Err(bad());
+    }
+    Ok((host.to_ascii_lowercase(), port))
+}
+
 /// The schema when the URL names none.
 pub(crate) const DEFAULT_SCHEMA: &str = "fencelock";
 
@@ -39,10 +60,21 @@ pub(crate) struct Endpoint {
     identity: String,
     pub(crate) topology: Topology,
     pub(crate) tls: bool,
-    /// PostgreSQL only: the schema of fencelock's tables and functions.
-    pub(crate) schema: Option<String>,
-    /// PostgreSQL only: the CA bundle file named by `sslrootcert`.
+    /// What a `postgresql://` URL says beyond the driver's settings.
+    pub(crate) postgres: Option<PostgresOptions>,
+}
+
+/// The parameters of a `postgresql://` URL that fencelock reads itself
+/// (removed before the URL reaches the driver).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PostgresOptions {
+    /// `fencelock_schema`: the schema of fencelock's tables and functions.
+    pub(crate) schema: String,
+    /// `sslrootcert`: the CA bundle file (the driver does not read it).
     pub(crate) root_cert_file: Option<std::path::PathBuf>,
+    /// `fencelock_listen=HOST:PORT`: where the LISTEN sessions go when the
+    /// URL's address is a transaction pooler, which keeps no session.
+    pub(crate) listen_at: Option<(String, u16)>,
 }
 
 impl Endpoint {
@@ -112,8 +144,7 @@ impl Endpoint {
             identity,
             topology,
             tls,
-            schema: None,
-            root_cert_file: None,
+            postgres: None,
         };
         // Let redis-rs check what it will need later (credential decoding, TLS support).
         endpoint.connection_info()?;
@@ -135,11 +166,16 @@ impl Endpoint {
     fn parse_postgres(mut url: url::Url, raw: &str) -> Result<Self> {
         let mut schema = None;
         let mut root_cert_file = None;
+        let mut listen = None;
         let others: Vec<(String, String)> = url
             .query_pairs()
             .filter_map(|(name, value)| match (&*name, &*value) {
                 (SCHEMA_PARAMETER, _) => {
                     schema = Some(value.into_owned());
+                    None
+                }
+                (LISTEN_PARAMETER, _) => {
+                    listen = Some(value.into_owned());
                     None
                 }
                 // Read by us: the driver does not know it.
@@ -195,8 +231,38 @@ impl Endpoint {
             identity: format!("postgresql:{host}:{port}/{database}"),
             topology: Topology::Postgres,
             tls,
-            schema: Some(schema),
-            root_cert_file,
+            postgres: Some(PostgresOptions {
+                schema,
+                root_cert_file,
+                listen_at: listen.as_deref().map(parse_listen_address).transpose()?,
+            }),
+        })
+    }
+
+    /// The driver's configuration of the LISTEN sessions: the node's, at
+    /// the `fencelock_listen` address if the URL gives one.
+    pub(crate) fn postgres_listen_config(&self) -> Result<tokio_postgres::Config> {
+        let Some((host, port)) = self.postgres.as_ref().and_then(|p| p.listen_at.clone()) else {
+            return self.postgres_config();
+        };
+        let mut url = url::Url::parse(&self.connect_url)
+            .map_err(|e| Error::config(format!("node URL {} is not usable: {e}", self.display)))?;
+        url.set_host(Some(&host))
+            .and_then(|()| {
+                url.set_port(Some(port))
+                    .map_err(|()| url::ParseError::InvalidPort)
+            })
+            .map_err(|e| {
+                Error::config(format!(
+                    "{LISTEN_PARAMETER}={host}:{port} of node {}: {e}",
+                    self.display
+                ))
+            })?;
+        url.as_str().parse().map_err(|e| {
+            Error::config(format!(
+                "{LISTEN_PARAMETER} of node {} is not usable: {e}",
+                self.display
+            ))
         })
     }
 
@@ -277,23 +343,53 @@ mod tests {
     }
 
     #[test]
+    fn a_listen_address_moves_only_the_listen_sessions() {
+        let e = Endpoint::parse(
+            "postgresql://app:s3cret@pooler:6432/locks?sslmode=disable&fencelock_listen=DB.internal:5432",
+        )
+        .unwrap();
+        assert_eq!(e.to_string(), "postgresql://app@pooler:6432/locks");
+        let options = e.postgres.as_ref().unwrap();
+        assert_eq!(options.listen_at, Some(("db.internal".to_owned(), 5432)));
+        let requests = e.postgres_config().unwrap();
+        let listen = e.postgres_listen_config().unwrap();
+        assert_eq!(requests.get_ports(), [6432]);
+        assert_eq!(listen.get_ports(), [5432]);
+        assert_eq!(
+            listen.get_hosts(),
+            [tokio_postgres::config::Host::Tcp("db.internal".to_owned())]
+        );
+        assert_eq!(listen.get_password(), Some(&b"s3cret"[..]));
+        assert_eq!(listen.get_dbname(), Some("locks"));
+        let direct = Endpoint::parse("postgresql://app@db/locks").unwrap();
+        assert_eq!(
+            direct.postgres_listen_config().unwrap().get_ports(),
+            direct.postgres_config().unwrap().get_ports()
+        );
+    }
+
+    #[test]
     fn postgres_urls_keep_their_schema_apart_and_redact_the_password() {
         let e = Endpoint::parse("postgresql://app:s3cret@DB:6543/locks?sslmode=disable&fencelock_schema=fl")
             .unwrap();
         assert_eq!(e.topology, Topology::Postgres);
         assert_eq!(e.to_string(), "postgresql://app@db:6543/locks");
         assert!(!format!("{e:?}").contains("s3cret"));
-        assert_eq!(e.schema.as_deref(), Some("fl"));
+        assert_eq!(e.postgres.as_ref().unwrap().schema, "fl");
         assert!(!e.tls);
         let config = e.postgres_config().unwrap();
         assert_eq!(config.get_dbname(), Some("locks"));
         let defaults = Endpoint::parse("postgres://app@h/db").unwrap();
-        assert_eq!(defaults.schema.as_deref(), Some(DEFAULT_SCHEMA));
+        assert_eq!(defaults.postgres.as_ref().unwrap().schema, DEFAULT_SCHEMA);
         assert_eq!(defaults.to_string(), "postgresql://app@h:5432/db");
         assert!(defaults.tls, "sslmode defaults to prefer");
         for bad in [
             "postgresql://u:pw@h:1/db?nonsense=1",
             "postgresql://u:pw@h/db?fencelock_schema=",
+            "postgresql://u:pw@h/db?fencelock_listen=h",
+            "postgresql://u:pw@h/db?fencelock_listen=h:0",
+            "postgresql://u:pw@h/db?fencelock_listen=:5432",
+            "postgresql://u:pw@h/db?fencelock_listen=u:pw@h:5432",
         ] {
             let err = Endpoint::parse(bad).unwrap_err();
             assert_eq!(err.kind(), crate::ErrorKind::Config, "{bad}: {err}");

@@ -37,7 +37,10 @@ const PROTOCOL_VERSION: i32 = 3;
 /// How a PostgreSQL node's connections are made.
 #[derive(Clone)]
 pub(crate) struct PgFactory {
+    /// The script calls' sessions.
     config: tokio_postgres::Config,
+    /// The LISTEN sessions': the same server, but never through a pooler.
+    listen_config: tokio_postgres::Config,
     tls: Option<MakeRustlsConnect>,
     /// The schema as a quoted identifier, ready to go into SQL.
     schema: String,
@@ -53,11 +56,27 @@ pub(crate) struct PgConnection {
     list: Arc<str>,
 }
 
+/// The URL's configuration with the client's credentials and our session settings.
+fn session_config(mut config: tokio_postgres::Config, settings: &NodeSettings) -> tokio_postgres::Config {
+    if let Some(user) = &settings.username {
+        config.user(user);
+    }
+    if let Some(password) = &settings.password {
+        config.password(password);
+    }
+    config
+        .application_name("fencelock")
+        .connect_timeout(settings.connect_timeout)
+        .keepalives(true)
+        .keepalives_idle(std::time::Duration::from_secs(5));
+    config
+}
+
 /// The client's TLS settings, with the CA bundle of the URL's
 /// `sslrootcert` (which names this node's CA) in place of the client's.
 fn tls_material(endpoint: &Endpoint, settings: &NodeSettings) -> Result<TlsMaterial> {
     let mut material = settings.tls.clone();
-    if let Some(path) = &endpoint.root_cert_file {
+    if let Some(path) = endpoint.postgres.as_ref().and_then(|p| p.root_cert_file.as_ref()) {
         let pem = std::fs::read(path).map_err(|e| {
             Error::config(format!(
                 "sslrootcert of node {endpoint}: cannot read {}: {e}",
@@ -71,31 +90,20 @@ fn tls_material(endpoint: &Endpoint, settings: &NodeSettings) -> Result<TlsMater
 
 impl PgFactory {
     pub(crate) fn new(endpoint: &Endpoint, settings: &NodeSettings) -> Result<Self> {
-        let mut config = endpoint.postgres_config()?;
-        if let Some(user) = &settings.username {
-            config.user(user);
-        }
-        if let Some(password) = &settings.password {
-            config.password(password);
-        }
-        config
-            .application_name("fencelock")
-            .connect_timeout(settings.connect_timeout)
-            .keepalives(true)
-            .keepalives_idle(std::time::Duration::from_secs(5));
+        let options = endpoint
+            .postgres
+            .as_ref()
+            .ok_or_else(|| Error::config("a PostgreSQL node without its options"))?;
         let tls = endpoint
             .tls
             .then(|| crate::tls::client_config(&tls_material(endpoint, settings)?, &endpoint.to_string()))
             .transpose()?
             .map(MakeRustlsConnect::new);
-        let schema = endpoint
-            .schema
-            .as_deref()
-            .ok_or_else(|| Error::config("a PostgreSQL node without a schema"))?;
         Ok(PgFactory {
-            config,
+            config: session_config(endpoint.postgres_config()?, settings),
+            listen_config: session_config(endpoint.postgres_listen_config()?, settings),
             tls,
-            schema: quote_identifier(schema),
+            schema: quote_identifier(&options.schema),
         })
     }
 
@@ -202,7 +210,7 @@ impl PgFactory {
         T::TlsConnect: Send,
         <T::TlsConnect as tokio_postgres::tls::TlsConnect<Socket>>::Future: Send,
     {
-        let (client, mut connection) = self.config.connect(tls).await?;
+        let (client, mut connection) = self.listen_config.connect(tls).await?;
         let messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         // The connection is driven by the stream below; queries need it driven too.

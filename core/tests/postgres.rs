@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use fencelock::{Client, ErrorKind, LockOptions, LossReason};
-use fencelock_harness::{PgBouncer, PostgresNode};
+use fencelock_harness::{FaultProxy, PgBouncer, PostgresNode};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -218,6 +218,59 @@ async fn the_lock_works_through_pgbouncer_in_transaction_pooling_mode() {
     // the waiter may learn of the release by its bounded retry instead.
     let next = waiting.await.unwrap().expect("the waiter gets the lock");
     assert!(next.fencing_token() > lock.fencing_token());
+    next.release().await.unwrap();
+}
+
+/// Through a transaction pooler, `fencelock_listen` sends the LISTEN
+/// sessions to the server's own address (here through a fault proxy, to
+/// see them arrive): waiters are woken by NOTIFY again, not by their retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_pgbouncer_waiters_listen_at_the_servers_own_address() {
+    let node = PostgresNode::start();
+    client(&node).await.migrate().await.unwrap();
+    let Some(bouncer) = PgBouncer::start(&node) else {
+        println!("SKIPPED: pgbouncer is not installed (apt-get install pgbouncer)");
+        return;
+    };
+    let direct = FaultProxy::start(node.port());
+    let url = format!("{}?fencelock_listen=127.0.0.1:{}", bouncer.url(), direct.port());
+    let pooled = || async {
+        Client::builder()
+            .node(url.clone())
+            .node_timeout(ms(2000))
+            .build()
+            .await
+            .expect("a client through PgBouncer builds")
+    };
+    let (holder, waiter) = (pooled().await, pooled().await);
+    let lock = holder
+        .acquire("pg:pooled-listen", LockOptions::new(ms(30_000)))
+        .await
+        .unwrap();
+    assert_eq!(direct.stats().accepted, 0, "requests went to the listen address");
+    let waiting = tokio::spawn(async move {
+        let lock = waiter
+            .acquire("pg:pooled-listen", LockOptions::new(ms(5000)).wait(ms(20_000)))
+            .await;
+        (lock, std::time::Instant::now())
+    });
+    let listening = || node.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while direct.stats().accepted == 0 || listening() == "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiter never listened directly"
+        );
+        tokio::time::sleep(ms(20)).await;
+    }
+    tokio::time::sleep(ms(500)).await;
+    let released = std::time::Instant::now();
+    lock.release().await.unwrap();
+    let (next, woken) = waiting.await.unwrap();
+    let next = next.expect("the waiter gets the lock");
+    let delay = woken.saturating_duration_since(released);
+    assert!(next.fencing_token() > lock.fencing_token());
+    assert!(delay < ms(400), "woken {delay:?} after the release");
     next.release().await.unwrap();
 }
 
