@@ -144,6 +144,93 @@ async fn fenced_writes_go_to_a_table_and_refuse_a_stale_token() {
     new.release().await.unwrap();
 }
 
+/// protocol.md §6, the fencing pattern for the user's own tables, run
+/// verbatim on the PostgreSQL server that is also the lock's node: the
+/// current holder writes (repeatedly), a former holder's stale token and a
+/// second grant with an equal token but another holder id write nothing,
+/// and new rows take the same guard through `INSERT … ON CONFLICT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sql_fencing_pattern_refuses_stale_writers_in_the_users_own_table() {
+    let node = PostgresNode::start();
+    let client = client(&node).await;
+    let (db, connection) = tokio_postgres::connect(&node.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    db.batch_execute(
+        "CREATE TABLE inventory (
+             sku           text    PRIMARY KEY,
+             stock         integer NOT NULL,
+             fence         bigint  NOT NULL DEFAULT 0,
+             fence_holder  bigint  NOT NULL DEFAULT 0
+         );
+         INSERT INTO inventory (sku, stock) VALUES ('sku-1', 100);",
+    )
+    .await
+    .unwrap();
+    let update = "UPDATE inventory SET stock = $1, fence = $2, fence_holder = $3 \
+                  WHERE sku = $4 AND (fence < $2 OR (fence = $2 AND fence_holder = $3 AND $3 <> 0))";
+    let upsert = "INSERT INTO inventory (sku, stock, fence, fence_holder) VALUES ($4, $1, $2, $3) \
+                  ON CONFLICT (sku) DO UPDATE SET stock = EXCLUDED.stock, fence = EXCLUDED.fence, \
+                  fence_holder = EXCLUDED.fence_holder \
+                  WHERE inventory.fence < EXCLUDED.fence OR (inventory.fence = EXCLUDED.fence \
+                  AND inventory.fence_holder = EXCLUDED.fence_holder AND EXCLUDED.fence_holder <> 0)";
+    let write = |sql: &'static str, stock: i32, fence: fencelock::Fence, sku: &'static str| {
+        let db = &db;
+        async move {
+            let (token, holder) = (fence.token as i64, fence.holder as i64);
+            db.execute(sql, &[&stock, &token, &holder, &sku]).await.unwrap()
+        }
+    };
+
+    let former = client.acquire("sku-1", LockOptions::new(ms(5000))).await.unwrap();
+    let stale = former.fence();
+    assert_eq!(write(update, 99, stale, "sku-1").await, 1, "the holder writes");
+    former.release().await.unwrap();
+    let current = client.acquire("sku-1", LockOptions::new(ms(5000))).await.unwrap();
+    let fence = current.fence();
+    assert_eq!(
+        write(update, 98, fence, "sku-1").await,
+        1,
+        "the new holder writes"
+    );
+    assert_eq!(write(update, 97, fence, "sku-1").await, 1, "and writes again");
+    assert_eq!(
+        write(update, 1, stale, "sku-1").await,
+        0,
+        "the former holder is refused"
+    );
+    let twin = fencelock::Fence {
+        token: fence.token,
+        holder: fence.holder ^ 1,
+    };
+    assert_eq!(
+        write(update, 2, twin, "sku-1").await,
+        0,
+        "an equal token from another grant is refused"
+    );
+    assert_eq!(
+        write(update, 3, fencelock::Fence::bare(fence.token), "sku-1").await,
+        0,
+        "a bare equal token is refused"
+    );
+    assert_eq!(write(upsert, 50, fence, "sku-2").await, 1, "a new row");
+    assert_eq!(write(upsert, 4, stale, "sku-2").await, 0, "a stale upsert");
+    let rows = db
+        .query("SELECT sku, stock, fence FROM inventory ORDER BY sku", &[])
+        .await
+        .unwrap();
+    let rows: Vec<(String, i32, i64)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
+    assert_eq!(
+        rows,
+        [
+            ("sku-1".to_owned(), 97, fence.token as i64),
+            ("sku-2".to_owned(), 50, fence.token as i64)
+        ]
+    );
+    current.release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_beside_redis_or_two_postgres_is_a_configuration_error() {
     for nodes in [
