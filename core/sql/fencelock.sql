@@ -9,9 +9,14 @@
 -- list, so it runs in one transaction, and migrations started together
 -- (clients starting at once) take turns on an advisory lock.
 --
--- Every function runs with `SET search_path = __SCHEMA__, pg_temp` (so no
--- object of another schema, and no temporary object, can stand in for ours)
--- and none is SECURITY DEFINER: a caller uses its own privileges.
+-- The entry points a client calls (script, schema_version, notify_channel,
+-- listener_key, sha1hex) run with `SET search_path = __SCHEMA__, pg_temp`, so
+-- no object of another schema, and no temporary object, can stand in for
+-- ours; the functions they call inherit that path. (A SET clause on each of
+-- those would cost a save and restore of the setting per call, a fifth of a
+-- lock cycle: docs/performance.md.) Call the entry points only; to call an
+-- internal function by hand, set the search_path first. No function is
+-- SECURITY DEFINER: a caller uses its own privileges.
 --
 -- Atomicity. A Redis script runs alone. Here every script first takes a
 -- transaction-level advisory lock per hash tag of its KEYS (Redis Cluster's
@@ -63,7 +68,7 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.keys (
 
 -- Sorted sets: ordered by score, then member bytes (COLLATE "C"), as Redis does.
 CREATE TABLE IF NOT EXISTS __SCHEMA__.zset_members (
-  key    text COLLATE "C" NOT NULL REFERENCES __SCHEMA__.keys (key) ON DELETE CASCADE,
+  key    text COLLATE "C" NOT NULL,
   member text COLLATE "C" NOT NULL,
   score  double precision NOT NULL CHECK (score <> 'NaN'),
   PRIMARY KEY (key, member)
@@ -71,17 +76,45 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.zset_members (
 CREATE INDEX IF NOT EXISTS zset_members_by_score ON __SCHEMA__.zset_members (key, score, member);
 
 CREATE TABLE IF NOT EXISTS __SCHEMA__.set_members (
-  key    text COLLATE "C" NOT NULL REFERENCES __SCHEMA__.keys (key) ON DELETE CASCADE,
+  key    text COLLATE "C" NOT NULL,
   member text COLLATE "C" NOT NULL,
   PRIMARY KEY (key, member)
 );
 
 CREATE TABLE IF NOT EXISTS __SCHEMA__.hash_fields (
-  key   text COLLATE "C" NOT NULL REFERENCES __SCHEMA__.keys (key) ON DELETE CASCADE,
+  key   text COLLATE "C" NOT NULL,
   field text COLLATE "C" NOT NULL,
   value text NOT NULL,
   PRIMARY KEY (key, field)
 );
+
+-- Members die with their key. A trigger that fires for the aggregate kinds
+-- only, not foreign keys: a foreign key's cascade queries every member table
+-- on each delete, strings included, and lock keys are strings deleted on
+-- every release. Every member is added after create_key() made its key, under
+-- the key's advisory lock. (Schemas made before had foreign keys: dropped.)
+ALTER TABLE __SCHEMA__.zset_members DROP CONSTRAINT IF EXISTS zset_members_key_fkey;
+ALTER TABLE __SCHEMA__.set_members DROP CONSTRAINT IF EXISTS set_members_key_fkey;
+ALTER TABLE __SCHEMA__.hash_fields DROP CONSTRAINT IF EXISTS hash_fields_key_fkey;
+
+CREATE OR REPLACE FUNCTION __SCHEMA__.delete_members() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
+AS $$
+BEGIN
+  CASE OLD.kind
+    WHEN 'zset' THEN DELETE FROM zset_members m WHERE m.key = OLD.key;
+    WHEN 'set' THEN DELETE FROM set_members m WHERE m.key = OLD.key;
+    WHEN 'hash' THEN DELETE FROM hash_fields m WHERE m.key = OLD.key;
+    ELSE NULL;
+  END CASE;
+  RETURN NULL;
+END
+$$;
+
+DROP TRIGGER IF EXISTS delete_members ON __SCHEMA__.keys;
+CREATE TRIGGER delete_members AFTER DELETE ON __SCHEMA__.keys
+  FOR EACH ROW WHEN (OLD.kind <> 'string') EXECUTE FUNCTION __SCHEMA__.delete_members();
 
 -- The protocol version these functions speak (docs/protocol.md §8).
 CREATE OR REPLACE FUNCTION __SCHEMA__.schema_version() RETURNS integer
@@ -95,7 +128,6 @@ AS $$ BEGIN RETURN 3; END $$;
 
 CREATE OR REPLACE FUNCTION __SCHEMA__.wrongtype() RETURNS void
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   RAISE EXCEPTION 'WRONGTYPE Operation against a key holding the wrong kind of value'
@@ -107,7 +139,6 @@ $$;
 -- no spaces, within 64 bits; otherwise Redis's error.
 CREATE OR REPLACE FUNCTION __SCHEMA__.redis_int(s text) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF s IS NULL OR s !~ '^(0|-?[1-9][0-9]{0,18})$'
@@ -124,7 +155,6 @@ $$;
 -- NULL when it is not one (each command raises its own message).
 CREATE OR REPLACE FUNCTION __SCHEMA__.redis_float(s text) RETURNS double precision
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF s ~ '^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$' THEN
@@ -142,7 +172,6 @@ $$;
 -- text that reads back as the same double; integers without exponent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.score_text(x double precision) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 SET extra_float_digits = 1
 AS $$
 BEGIN
@@ -158,7 +187,6 @@ $$;
 -- around allowed): a double, or NULL (Lua nil) when s is no number.
 CREATE OR REPLACE FUNCTION __SCHEMA__.tonumber(s text) RETURNS double precision
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   t text := btrim(s, E' \t\n\r\f\v');
@@ -180,7 +208,6 @@ $$;
 -- Lua's error.
 CREATE OR REPLACE FUNCTION __SCHEMA__.arith(s text) RETURNS double precision
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   n double precision := tonumber(s);
@@ -198,7 +225,6 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.math_max(a double precision, b double precision)
 RETURNS double precision
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF a IS NULL OR b IS NULL THEN
@@ -213,7 +239,6 @@ $$;
 -- lua_tostring, that is "%.14g" (integers below 1e14 in full).
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_tostring(x double precision) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 SET extra_float_digits = -1
 AS $$
 BEGIN
@@ -229,7 +254,6 @@ $$;
 -- string.format('%d', x) in Redis's Lua 5.1: the number cast to a C long.
 CREATE OR REPLACE FUNCTION __SCHEMA__.fmt_d(x double precision) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF x IS NULL THEN
@@ -247,14 +271,12 @@ $$;
 -- function is planned again at every call.)
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_integer(x double precision) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$ BEGIN RETURN trunc(x)::bigint; END $$;
 
 -- Redis Cluster's hash tag of a key: the text between the first `{` and the
 -- next `}` when not empty, else the whole key.
 CREATE OR REPLACE FUNCTION __SCHEMA__.hash_tag(k text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   open integer := strpos(k, '{');
@@ -274,14 +296,12 @@ $$;
 -- the keys of one hash tag: hashtextextended(tag, 1785).
 CREATE OR REPLACE FUNCTION __SCHEMA__.tag_lock_id(k text) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$ BEGIN RETURN hashtextextended(hash_tag(k), 1785); END $$;
 
 -- Taken by every primitive that writes, so each is atomic on its own. Inside
 -- a script (the clock is frozen) the script holds its tags' locks already.
 CREATE OR REPLACE FUNCTION __SCHEMA__.lock_key(k text) RETURNS void
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF current_setting('fencelock.script_clock', true) <> '' THEN
@@ -295,7 +315,6 @@ $$;
 -- script (see the top of this file), else clock_timestamp().
 CREATE OR REPLACE FUNCTION __SCHEMA__.clock_us() RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   frozen text := current_setting('fencelock.script_clock', true);
@@ -309,18 +328,15 @@ $$;
 
 CREATE OR REPLACE FUNCTION __SCHEMA__.us_timestamp(us bigint) RETURNS timestamptz
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$ BEGIN RETURN timestamptz 'epoch' + us * interval '1 microsecond'; END $$;
 
 CREATE OR REPLACE FUNCTION __SCHEMA__.timestamp_us(t timestamptz) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$ BEGIN RETURN (extract(epoch FROM t) * 1000000)::bigint; END $$;
 
 -- The expiry `ms` milliseconds from now, or Redis's error for a bad one.
 CREATE OR REPLACE FUNCTION __SCHEMA__.expiry_in(ms bigint, command text) RETURNS timestamptz
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   now_us bigint := clock_us();
@@ -339,7 +355,6 @@ $$;
 -- the same key is never deleted by mistake).
 CREATE OR REPLACE FUNCTION __SCHEMA__.live_key(k text, OUT kind text, OUT value text, OUT expires_at timestamptz)
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   now_at timestamptz;
@@ -361,7 +376,6 @@ $$;
 -- NULL when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.kind_of(k text, expected text) RETURNS text
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   found_kind text;
@@ -377,7 +391,6 @@ $$;
 -- Creates an aggregate key of `expected` kind when absent (after kind_of).
 CREATE OR REPLACE FUNCTION __SCHEMA__.create_key(k text, expected text) RETURNS void
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF kind_of(k, expected) IS NULL THEN
@@ -389,7 +402,6 @@ $$;
 -- Deletes an aggregate key left without members, as Redis does.
 CREATE OR REPLACE FUNCTION __SCHEMA__.drop_if_empty(k text) RETURNS void
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   DELETE FROM keys t
@@ -404,7 +416,6 @@ $$;
 -- A score range bound of ZRANGEBYSCORE / ZCOUNT: `(` makes it exclusive.
 CREATE OR REPLACE FUNCTION __SCHEMA__.score_bound(s text, OUT bound double precision, OUT exclusive boolean)
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   exclusive := left(s, 1) = '(';
@@ -424,7 +435,6 @@ $$;
 -- GET key: the string, NULL when absent; WRONGTYPE on another kind.
 CREATE OR REPLACE FUNCTION __SCHEMA__.get(k text) RETURNS text
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   found_kind text;
@@ -443,7 +453,6 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.set(k text, v text, VARIADIC options text[] DEFAULT '{}')
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   i integer := 1;
@@ -482,7 +491,6 @@ $$;
 -- DEL key [key ...]: how many live keys were deleted.
 CREATE OR REPLACE FUNCTION __SCHEMA__.del(VARIADIC ks text[]) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   k text;
@@ -504,7 +512,6 @@ $$;
 -- twice counts twice, as in Redis).
 CREATE OR REPLACE FUNCTION __SCHEMA__."exists"(VARIADIC ks text[]) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   k text;
@@ -524,7 +531,6 @@ $$;
 -- millisecond (both truncated), never below 0.
 CREATE OR REPLACE FUNCTION __SCHEMA__.pttl(k text) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   found_kind text;
@@ -544,7 +550,6 @@ $$;
 -- it, as Redis does), 0 when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.pexpire(k text, ms text) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   delta bigint := redis_int(ms);
@@ -566,7 +571,6 @@ $$;
 -- Redis's errors for a value that is no integer or would overflow.
 CREATE OR REPLACE FUNCTION __SCHEMA__.incr(k text) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   found_kind text;
@@ -593,7 +597,6 @@ $$;
 -- MGET key [key ...]: each key's string, NULL when absent or of another kind.
 CREATE OR REPLACE FUNCTION __SCHEMA__.mget(VARIADIC ks text[]) RETURNS text[]
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   k text;
@@ -616,7 +619,6 @@ $$;
 -- (a member already there gets the new score and does not count).
 CREATE OR REPLACE FUNCTION __SCHEMA__.zadd(k text, VARIADIC score_members text[]) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   n integer := coalesce(cardinality(score_members), 0);
@@ -646,7 +648,6 @@ $$;
 -- ZREM key member [member ...]: how many were removed; an emptied key goes.
 CREATE OR REPLACE FUNCTION __SCHEMA__.zrem(k text, VARIADIC members text[]) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   removed bigint;
@@ -670,7 +671,6 @@ $$;
 -- ZSCORE key member: the score (as Redis writes it), NULL when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.zscore(k text, m text) RETURNS text
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF kind_of(k, 'zset') IS NULL THEN
@@ -683,7 +683,6 @@ $$;
 -- ZRANK key member: the 0-based rank by (score, member), NULL when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.zrank(k text, m text) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   s double precision;
@@ -705,7 +704,6 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.zrange(k text, start text, stop text, VARIADIC options text[] DEFAULT '{}')
 RETURNS text[]
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   first bigint := redis_int(start);
@@ -749,7 +747,6 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.zrangebyscore(k text, min text, max text, VARIADIC options text[] DEFAULT '{}')
 RETURNS text[]
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   low record := score_bound(min);
@@ -782,7 +779,6 @@ $$;
 -- ZCOUNT key min max: how many members have a score in the range.
 CREATE OR REPLACE FUNCTION __SCHEMA__.zcount(k text, min text, max text) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   low record := score_bound(min);
@@ -801,7 +797,6 @@ $$;
 -- SADD key member [member ...]: how many were added.
 CREATE OR REPLACE FUNCTION __SCHEMA__.sadd(k text, VARIADIC members text[]) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   added bigint;
@@ -821,7 +816,6 @@ $$;
 -- SREM key member [member ...]: how many were removed; an emptied key goes.
 CREATE OR REPLACE FUNCTION __SCHEMA__.srem(k text, VARIADIC members text[]) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   removed bigint;
@@ -845,7 +839,6 @@ $$;
 -- SMEMBERS key: the members (in byte order; Redis promises no order).
 CREATE OR REPLACE FUNCTION __SCHEMA__.smembers(k text) RETURNS text[]
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF kind_of(k, 'set') IS NULL THEN
@@ -858,7 +851,6 @@ $$;
 -- HSET key field value [field value ...]: how many fields were new.
 CREATE OR REPLACE FUNCTION __SCHEMA__.hset(k text, VARIADIC field_values text[]) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   n integer := coalesce(cardinality(field_values), 0);
@@ -882,7 +874,6 @@ $$;
 -- HGET key field: the value, NULL when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.hget(k text, f text) RETURNS text
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF kind_of(k, 'hash') IS NULL THEN
@@ -895,7 +886,6 @@ $$;
 -- HMGET key field [field ...]: each field's value, NULL when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.hmget(k text, VARIADIC fs text[]) RETURNS text[]
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF coalesce(cardinality(fs), 0) = 0 THEN
@@ -913,7 +903,6 @@ $$;
 -- TIME: {unix seconds, microseconds} of the server's clock, as strings.
 CREATE OR REPLACE FUNCTION __SCHEMA__."time"() RETURNS text[]
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   us bigint := clock_us();
@@ -945,7 +934,6 @@ AS $$ BEGIN RETURN ('x' || left(md5(channel), 16))::bit(64)::bigint; END $$;
 -- NOTIFY cannot carry (8000 bytes or more) is not sent and reaches nobody: 0.
 CREATE OR REPLACE FUNCTION __SCHEMA__.publish(channel text, message text) RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   lock_id bigint := listener_key(channel);
@@ -1038,7 +1026,6 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.enter_script(script text, keys text[], args text[], nkeys integer, nargs integer)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   lock_id bigint;
@@ -1057,7 +1044,6 @@ $$;
 
 CREATE OR REPLACE FUNCTION __SCHEMA__.leave_script() RETURNS void
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   PERFORM set_config('fencelock.script_clock', '', true);
@@ -1070,7 +1056,6 @@ $$;
 -- end
 CREATE OR REPLACE FUNCTION __SCHEMA__.decimal_less(a text, b text) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF octet_length(a) <> octet_length(b) THEN RETURN octet_length(a) < octet_length(b); END IF;
@@ -1084,7 +1069,6 @@ $$;
 -- end
 CREATE OR REPLACE FUNCTION __SCHEMA__.now_ms() RETURNS double precision
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   t text[] := "time"();
@@ -1097,7 +1081,6 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.drop_expired(queue text, leases text, now double precision)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   gone text[];
@@ -1118,7 +1101,6 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.hand_off(lock text, queue text, leases text, window_ms text, counted text)
 RETURNS void
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   prefix text;
@@ -1160,7 +1142,6 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.enter_queue(queue text, leases text, waiter text, asked double precision,
   lease_ms double precision, now double precision, OUT ticket double precision, OUT rank double precision)
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   last text;
@@ -1200,7 +1181,6 @@ $$;
 -- local function has_readers(readers)
 CREATE OR REPLACE FUNCTION __SCHEMA__.has_readers(readers text) RETURNS boolean
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   key text;
@@ -1220,7 +1200,6 @@ $$;
 -- local function writer_ahead(queue, writers, ticket)
 CREATE OR REPLACE FUNCTION __SCHEMA__.writer_ahead(queue text, writers text, ticket double precision) RETURNS text
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   first text[];
@@ -1254,7 +1233,6 @@ $$;
 -- ACQUIRE(KEYS = {lock, fence, queue, leases}, ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_acquire(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   lock text; queue text; leases text; waiter text;
@@ -1360,7 +1338,6 @@ $$;
 -- RELEASE(KEYS = {lock, queue, leases}, ARGV = {token, window_ms, counted})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_release(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   current text;
@@ -1391,7 +1368,6 @@ $$;
 -- LEAVE(KEYS = {lock, queue, leases}, ARGV = {waiter, window_ms, counted})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_leave(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   -- redis.call('ZREM', KEYS[2], ARGV[1])
@@ -1413,7 +1389,6 @@ $$;
 -- EXTEND(KEYS = {lock}, ARGV = {token, ttl_ms})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_extend(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   current text;
@@ -1437,7 +1412,6 @@ $$;
 -- RAISE_FENCE(KEYS = {fence}, ARGV = {token})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_raise_fence(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   current text;
@@ -1459,7 +1433,6 @@ $$;
 -- FENCED_SET(KEYS = {data}, ARGV = {token, holder, value})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_fenced_set(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   stored text[];
@@ -1483,7 +1456,6 @@ $$;
 -- FENCED_GET(KEYS = {data})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_fenced_get(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   fields text[];
@@ -1500,7 +1472,6 @@ $$;
 -- STATUS(KEYS = {lock, fence, leases})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_status(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   exists_ bigint;  -- `exists` is an SQL keyword
@@ -1530,7 +1501,6 @@ $$;
 -- ANNOUNCE(KEYS = {lock, leader}, ARGV = {token, epoch, value})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_announce(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   prefix text;
@@ -1554,7 +1524,6 @@ $$;
 -- LEADER(KEYS = {lock, leader})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_leader(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   token text;
@@ -1581,7 +1550,6 @@ $$;
 --             ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair, permits, window_ms, counted})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_sem_acquire(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   queue text; leases text; waiter text;
@@ -1721,7 +1689,6 @@ $$;
 -- SEM_LEAVE(KEYS = {queue, leases, slot…}, ARGV = {waiter, window_ms, counted})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_sem_leave(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   slots text[];
@@ -1754,7 +1721,6 @@ $$;
 -- SEM_UNDO(KEYS = {slot…}, ARGV = {token})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_sem_undo(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   slots text[];
@@ -1780,7 +1746,6 @@ $$;
 -- SEM_HOLDERS(KEYS = {slot…})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_sem_holders(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   slots text[];
@@ -1805,7 +1770,6 @@ $$;
 --               ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_write_acquire(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   lock text; queue text; leases text; waiter text;
@@ -1905,7 +1869,6 @@ $$;
 --              ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_read_acquire(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   lock text; queue text; leases text; writers text; waiter text;
@@ -2013,7 +1976,6 @@ $$;
 -- READ_RELEASE(KEYS = {reader, write, queue, leases, readers}, ARGV = {token, window_ms, counted})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_read_release(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   current text;

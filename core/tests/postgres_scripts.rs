@@ -90,10 +90,21 @@ fn dump_sql(schema: &str) -> String {
     )
 }
 
-/// Runs a case (setup, script) on PostgreSQL from empty tables: the reply and the keys after.
+/// Counts members whose key row is gone (the delete trigger should have taken them).
+const ORPHANS_SQL: &str = "SELECT (SELECT count(*) FROM __SCHEMA__.zset_members m WHERE NOT EXISTS \
+       (SELECT 1 FROM __SCHEMA__.keys k WHERE k.key = m.key)) \
+     + (SELECT count(*) FROM __SCHEMA__.set_members m WHERE NOT EXISTS \
+       (SELECT 1 FROM __SCHEMA__.keys k WHERE k.key = m.key)) \
+     + (SELECT count(*) FROM __SCHEMA__.hash_fields m WHERE NOT EXISTS \
+       (SELECT 1 FROM __SCHEMA__.keys k WHERE k.key = m.key))";
+
+/// Runs a case (setup, script) on PostgreSQL from empty tables: the reply
+/// and the keys after; an error if any member outlived its key.
 fn run_on_postgres(node: &PostgresNode, case: &Value) -> Result<(Value, Value), String> {
+    // The setup calls internal functions, which take the caller's search_path.
     let mut sql = format!(
-        "TRUNCATE {SCHEMA}.keys, {SCHEMA}.zset_members, {SCHEMA}.set_members, {SCHEMA}.hash_fields;\n"
+        "SET search_path = {SCHEMA}, pg_temp;\n\
+         TRUNCATE {SCHEMA}.keys, {SCHEMA}.zset_members, {SCHEMA}.set_members, {SCHEMA}.hash_fields;\n"
     );
     let setup = case["setup"].as_array().expect("setup");
     if !setup.is_empty() {
@@ -110,16 +121,21 @@ fn run_on_postgres(node: &PostgresNode, case: &Value) -> Result<(Value, Value), 
         sql.push_str("END $setup$;\n");
     }
     sql.push_str(&format!(
-        "SELECT {SCHEMA}.script({}, {}, {});\n{};",
+        "SELECT {SCHEMA}.script({}, {}, {});\n{};\n{};",
         quote(case["script"].as_str().expect("script")),
         text_array(&strings(&case["keys"])),
         text_array(&strings(&case["args"])),
-        dump_sql(SCHEMA)
+        dump_sql(SCHEMA),
+        ORPHANS_SQL.replace("__SCHEMA__", SCHEMA)
     ));
     let output = node.try_sql(&sql)?;
     let mut lines = output.lines();
     let reply = serde_json::from_str(lines.next().unwrap_or_default()).map_err(|e| e.to_string())?;
     let state = serde_json::from_str(lines.next().unwrap_or_default()).map_err(|e| e.to_string())?;
+    let orphans = lines.next().unwrap_or_default();
+    if orphans != "0" {
+        return Err(format!("{orphans} members outlived their key"));
+    }
     Ok((reply, state))
 }
 
@@ -460,6 +476,73 @@ fn in_schema(node: &PostgresNode, sql: &str) -> String {
 fn error_in_schema(node: &PostgresNode, sql: &str) -> String {
     node.try_sql(&format!("SET search_path = {SCHEMA}; {sql}"))
         .expect_err(sql)
+}
+
+/// Members die with their key (the delete trigger) whichever way the key
+/// goes: DEL, SET over it, expiry; a string's delete touches no member.
+#[test]
+fn members_die_with_their_key() {
+    let node = migrated_node();
+    let q = |sql: &str| in_schema(&node, sql);
+    let members = || {
+        q(
+            "SELECT (SELECT count(*) FROM zset_members) + (SELECT count(*) FROM set_members) \
+              + (SELECT count(*) FROM hash_fields)",
+        )
+    };
+    q("SELECT zadd('z', '1', 'a', '2', 'b'); SELECT sadd('s', 'x', 'y'); SELECT hset('h', 'f', 'v')");
+    assert_eq!(members(), "5");
+    assert_eq!(q("SELECT del('z')"), "1");
+    assert_eq!(members(), "3", "DEL takes the zset's members");
+    assert_eq!(q("SELECT set('s', 'now a string')"), "OK");
+    assert_eq!(members(), "1", "SET over a set takes its members");
+    q("SELECT pexpire('h', '10')");
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(q("SELECT hget('h', 'f') IS NULL"), "t");
+    assert_eq!(members(), "0", "an expired hash takes its fields when touched");
+    assert_eq!(q("SELECT set('k', 'v'); SELECT del('k')"), "OK\n1");
+}
+
+/// A schema migrated by an earlier version (members held by foreign keys)
+/// loses them on the next migration and keeps its data.
+#[test]
+fn migrating_an_earlier_schema_replaces_its_foreign_keys() {
+    let node = migrated_node();
+    for table in ["zset_members", "set_members", "hash_fields"] {
+        node.sql(&format!(
+            "ALTER TABLE {SCHEMA}.{table} ADD CONSTRAINT {table}_key_fkey \
+             FOREIGN KEY (key) REFERENCES {SCHEMA}.keys (key) ON DELETE CASCADE"
+        ));
+    }
+    in_schema(&node, "SELECT zadd('z', '1', 'a')");
+    node.sql(&migration(SCHEMA));
+    let foreign_keys = format!(
+        "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = '{SCHEMA}'::regnamespace"
+    );
+    assert_eq!(node.sql(&foreign_keys), "0");
+    assert_eq!(in_schema(&node, "SELECT zrange('z', '0', '-1')"), "{a}");
+    assert_eq!(
+        in_schema(&node, "SELECT del('z'); SELECT count(*) FROM zset_members"),
+        "1\n0"
+    );
+}
+
+/// The entry point fixes its search_path, so objects in the caller's schema
+/// cannot stand in for the internal functions and tables it calls.
+#[test]
+fn a_callers_search_path_cannot_stand_in_for_the_internals() {
+    let node = migrated_node();
+    node.sql(
+        "CREATE TABLE public.keys (key text, kind text, value text, expires_at timestamptz); \
+         CREATE FUNCTION public.get(k text) RETURNS text LANGUAGE sql AS $$ SELECT 'hijacked' $$;",
+    );
+    let reply = node.sql(&format!(
+        "SET search_path = public; \
+         SELECT {SCHEMA}.script('fenced_set', ARRAY['d'], ARRAY['5', '0', 'value']); \
+         SELECT {SCHEMA}.script('fenced_get', ARRAY['d'], ARRAY[]::text[])"
+    ));
+    assert_eq!(reply, "1\n[\"value\", \"5\"]");
+    assert_eq!(node.sql("SELECT count(*) FROM public.keys"), "0");
 }
 
 #[test]
@@ -862,6 +945,7 @@ fn a_role_with_only_the_documented_privileges_migrates_and_locks() {
          SELECT fl_app.script('release', ARRAY['p:{{r}}', 'p:{{r}}:queue', 'p:{{r}}:leases'], ARRAY['t1', '200', '1']);
          SELECT fl_app.script('fenced_set', ARRAY['p:data'], ARRAY['1', '5', 'v']);
          SELECT fl_app.script('fenced_get', ARRAY['p:data'], ARRAY[]::text[]);
+         SET search_path = fl_app;
          SELECT fl_app.set('p:short', 'v', 'PX', '1'); SELECT pg_sleep(0.01);
          SELECT fl_app.get('p:short') IS NULL;"
     );
