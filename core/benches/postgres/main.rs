@@ -372,7 +372,7 @@ impl Scripts {
                 ],
             )
             .await?;
-        if !acquired.as_i64().is_some_and(|n| n >= 1) {
+        if acquired.as_i64().is_none_or(|n| n < 1) {
             return Err(format!("ACQUIRE replied {acquired}"));
         }
         // RELEASE with a hand-off, as a holder's: KEYS lock, queue, leases.
