@@ -29,6 +29,10 @@ pub(crate) const SCHEMA_PARAMETER: &str = "fencelock_schema";
 /// `HOST:PORT` for LISTEN sessions, when the URL's address is a pooler.
 pub(crate) const LISTEN_PARAMETER: &str = "fencelock_listen";
 
+/// The query parameter of a `postgresql://` URL saying that a
+/// transaction-pooling proxy is at its address (`transaction`) or not (`none`).
+pub(crate) const POOLER_PARAMETER: &str = "fencelock_pooler";
+
 /// `HOST:PORT` (or `[IPv6]:PORT`) of `fencelock_listen`.
 fn parse_listen_address(value: &str) -> Result<(String, u16)> {
     let bad = || {
@@ -75,6 +79,9 @@ pub(crate) struct PostgresOptions {
     /// `fencelock_listen=HOST:PORT`: where the LISTEN sessions go when the
     /// URL's address is a transaction pooler, which keeps no session.
     pub(crate) listen_at: Option<(String, u16)>,
+    /// `fencelock_pooler=transaction`: the URL's address is a transaction
+    /// pooler, so no statement is prepared once per session.
+    pub(crate) pooled: bool,
 }
 
 impl Endpoint {
@@ -167,6 +174,7 @@ impl Endpoint {
         let mut schema = None;
         let mut root_cert_file = None;
         let mut listen = None;
+        let mut pooler = None;
         let others: Vec<(String, String)> = url
             .query_pairs()
             .filter_map(|(name, value)| match (&*name, &*value) {
@@ -176,6 +184,10 @@ impl Endpoint {
                 }
                 (LISTEN_PARAMETER, _) => {
                     listen = Some(value.into_owned());
+                    None
+                }
+                (POOLER_PARAMETER, _) => {
+                    pooler = Some(value.into_owned());
                     None
                 }
                 // Read by us: the driver does not know it.
@@ -235,6 +247,16 @@ impl Endpoint {
                 schema,
                 root_cert_file,
                 listen_at: listen.as_deref().map(parse_listen_address).transpose()?,
+                pooled: match pooler.as_deref() {
+                    None | Some("none") => false,
+                    Some("transaction") => true,
+                    Some(_) => {
+                        return Err(Error::config(format!(
+                            "{POOLER_PARAMETER} must be 'transaction' (a transaction-pooling proxy such \
+                             as PgBouncer is at the URL's address) or 'none'"
+                        )));
+                    }
+                },
             }),
         })
     }
@@ -351,6 +373,15 @@ mod tests {
         assert_eq!(e.to_string(), "postgresql://app@pooler:6432/locks");
         let options = e.postgres.as_ref().unwrap();
         assert_eq!(options.listen_at, Some(("db.internal".to_owned(), 5432)));
+        assert!(!options.pooled);
+        let pooled =
+            Endpoint::parse("postgresql://app@pooler:6432/locks?fencelock_pooler=transaction").unwrap();
+        assert!(pooled.postgres.as_ref().unwrap().pooled);
+        assert_eq!(
+            pooled.postgres_config().unwrap().get_ports(),
+            [6432],
+            "the parameter does not reach the driver"
+        );
         let requests = e.postgres_config().unwrap();
         let listen = e.postgres_listen_config().unwrap();
         assert_eq!(requests.get_ports(), [6432]);
@@ -390,6 +421,7 @@ mod tests {
             "postgresql://u:pw@h/db?fencelock_listen=h:0",
             "postgresql://u:pw@h/db?fencelock_listen=:5432",
             "postgresql://u:pw@h/db?fencelock_listen=u:pw@h:5432",
+            "postgresql://u:pw@h/db?fencelock_pooler=session",
         ] {
             let err = Endpoint::parse(bad).unwrap_err();
             assert_eq!(err.kind(), crate::ErrorKind::Config, "{bad}: {err}");

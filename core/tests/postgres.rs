@@ -320,7 +320,11 @@ async fn through_pgbouncer_waiters_listen_at_the_servers_own_address() {
         return;
     };
     let direct = FaultProxy::start(node.port());
-    let url = format!("{}?fencelock_listen=127.0.0.1:{}", bouncer.url(), direct.port());
+    let url = format!(
+        "{}?fencelock_pooler=transaction&fencelock_listen=127.0.0.1:{}",
+        bouncer.url(),
+        direct.port()
+    );
     let pooled = || async {
         Client::builder()
             .node(url.clone())
