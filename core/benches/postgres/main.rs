@@ -14,6 +14,9 @@
 //!   the token matches; both prepared once. Plain SQL, no functions, no queue: the gap from it to
 //!   the floor is what the PL/pgSQL port of the protocol costs the server.
 //!
+//! - UNNAMED: fencelock as behind a declared transaction pooler
+//!   (`fencelock_pooler=transaction`): every call an unnamed statement.
+//!
 //! Each runs acquire+release cycles from its tasks on distinct keys over one
 //! session (as fencelock's one session per node), in alternating rounds so
 //! that background load hits all alike. Beside each row, the CPU time this
@@ -65,6 +68,12 @@ async fn main() {
         .await
         .expect("a client of the PostgreSQL node");
     client.migrate().await.expect("install the schema");
+    // As behind a declared transaction pooler: every call an unnamed statement.
+    let pooled = Client::builder()
+        .node(format!("{}?fencelock_pooler=transaction", node.url()))
+        .build()
+        .await
+        .expect("a client with unnamed statements");
     let bare = Arc::new(BareSql::connect(&node.url()).await);
     let scripts = Arc::new(Scripts::connect(&node.url()).await);
 
@@ -73,6 +82,7 @@ async fn main() {
             ("floor", Measurement::default()),
             ("fencelock", Measurement::default()),
             ("bare SQL", Measurement::default()),
+            ("unnamed", Measurement::default()),
         ];
         for round in 0..ROUNDS {
             let side = |name: &'static str| format!("{name}:{tasks}:{round}");
@@ -88,6 +98,20 @@ async fn main() {
             rows[1].1.merge(
                 measure(postmaster, tasks, side("ours"), move |key, _| {
                     let client = client.clone();
+                    async move {
+                        let lock = client
+                            .acquire(&key, LockOptions::new(TTL).wait(Duration::ZERO))
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        lock.release().await.map_err(|e| e.to_string())
+                    }
+                })
+                .await,
+            );
+            let pooled = pooled.clone();
+            rows[3].1.merge(
+                measure(postmaster, tasks, side("unnamed"), move |key, _| {
+                    let client = pooled.clone();
                     async move {
                         let lock = client
                             .acquire(&key, LockOptions::new(TTL).wait(Duration::ZERO))
@@ -148,7 +172,7 @@ fn print_rows(tasks: usize, rows: &mut [(&str, Measurement)]) {
             println!("      first error: {error}");
         }
     }
-    let (floor, ours, bare) = (&rows[0].1, &rows[1].1, &rows[2].1);
+    let (floor, ours, bare, unnamed) = (&rows[0].1, &rows[1].1, &rows[2].1, &rows[3].1);
     let throughput = ours.per_second() / floor.per_second().max(f64::EPSILON);
     let verdict = if throughput >= TARGET { "PASS" } else { "MISS" };
     println!("\n   ratio                          value   target  result");
@@ -156,6 +180,10 @@ fn print_rows(tasks: usize, rows: &mut [(&str, Measurement)]) {
     println!(
         "   fencelock / floor, p50         {:.2}×",
         ours.quantile(0.5).as_secs_f64() / floor.quantile(0.5).as_secs_f64().max(f64::EPSILON)
+    );
+    println!(
+        "   unnamed / fencelock, throughput {:.2}×   (fencelock_pooler=transaction: no prepared statement)",
+        unnamed.per_second() / ours.per_second().max(f64::EPSILON)
     );
     println!(
         "   floor / bare SQL, throughput   {:.2}×   (what the protocol's PL/pgSQL costs the server)",
