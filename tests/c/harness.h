@@ -1,11 +1,14 @@
 /*
  * The shared Redis harness, from C: runs the `redis-nodes` program (built
  * from tests/harness) as a child, reads the node URLs it prints, and sends it
- * commands (kill / restart / pause / resume / call) on its stdin.
+ * commands (kill / restart / pause / resume / call) on its stdin. With
+ * `--postgres` it runs one PostgreSQL server instead, which takes `sql STATEMENT`.
  */
 #ifndef FENCELOCK_TEST_HARNESS_H
 #define FENCELOCK_TEST_HARNESS_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -16,12 +19,21 @@ typedef struct redis_nodes {
   FILE *commands; /* its stdin */
   FILE *replies;  /* its stdout */
   int count;
-  char urls[HARNESS_MAX_NODES][64];
+  char urls[HARNESS_MAX_NODES][128]; /* a postgresql:// URL with its user and password fits */
   const char *url_list[HARNESS_MAX_NODES];
+  bool copying_stderr;    /* --postgres: its stderr is copied to ours by this thread */
+  pthread_t stderr_thread;
 } redis_nodes;
 
 /* Starts `count` nodes; the program is $FENCELOCK_REDIS_NODES. 0 on success. */
 int redis_nodes_start(redis_nodes *nodes, int count);
+
+/*
+ * Starts one PostgreSQL server (`redis-nodes --postgres`): `urls[0]` is its
+ * postgresql:// URL. 0 on success; otherwise -1 and `why` holds what
+ * redis-nodes said on stderr (PostgreSQL not installed, …).
+ */
+int redis_nodes_start_postgres(redis_nodes *nodes, char *why, size_t why_size);
 
 /*
  * Sends one command line and reads the answer into `reply` (without the

@@ -22,6 +22,8 @@ extern redis_nodes single;    /* one node */
 extern redis_nodes trio;      /* three nodes: a Redlock quorum */
 extern const char *self_path; /* this program, run again as a helper process */
 extern int test_failed;       /* set by CHECK and CHECK_STATUS */
+extern int test_skipped;      /* set by SKIP */
+extern char skip_reason[1024]; /* why, printed by main.c */
 
 /* Each fails the running test and returns from the function it is used in. */
 #define CHECK(cond)                                                            \
@@ -31,6 +33,14 @@ extern int test_failed;       /* set by CHECK and CHECK_STATUS */
       test_failed = 1;                                                         \
       return;                                                                  \
     }                                                                          \
+  } while (0)
+
+/* The test cannot run here (what it needs is missing): reported as skipped, saying why. */
+#define SKIP(...)                                                              \
+  do {                                                                         \
+    snprintf(skip_reason, sizeof skip_reason, __VA_ARGS__);                    \
+    test_skipped = 1;                                                          \
+    return;                                                                    \
   } while (0)
 
 #define CHECK_STATUS(expr, expected)                                           \
@@ -168,6 +178,15 @@ void test_log_levels_are_the_vectors(void);
 
 /* test_vectors.c */
 void test_protocol_vectors(void);
+
+/* test_postgres.c (a PostgreSQL server, started by the first of them) */
+void test_postgres_acquire_refuse_extend_release(void);
+void test_postgres_waiter_is_served_after_the_release(void);
+void test_postgres_stale_fenced_write_is_refused(void);
+void test_postgres_deleted_lease_row_is_a_loss(void);
+void test_postgres_beside_redis_is_a_config_error_without_the_password(void);
+/* Stops the PostgreSQL server if a test started it. */
+void postgres_stop(void);
 
 /* ---- helper processes: this program run again with arguments (main.c) --- */
 

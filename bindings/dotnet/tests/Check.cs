@@ -10,6 +10,12 @@ namespace FenceLock.Tests
         public CheckFailedException(string message) : base(message) { }
     }
 
+    /// <summary>A test that cannot run here: reported as skip with this reason, neither passed nor failed.</summary>
+    internal sealed class SkippedException : Exception
+    {
+        public SkippedException(string reason) : base(reason) { }
+    }
+
     /// <summary>Assertions for the console test runner (no test framework: Debian's Mono has none).</summary>
     internal static class Check
     {
@@ -17,6 +23,12 @@ namespace FenceLock.Tests
         public static void That(bool condition, string what, [CallerLineNumber] int line = 0)
         {
             if (!condition) throw new CheckFailedException("line " + line + ": check failed: " + what);
+        }
+
+        /// <summary>Stops the test and reports it as skipped, saying why.</summary>
+        public static void Skip(string reason)
+        {
+            throw new SkippedException(reason);
         }
 
         /// <summary>Fails unless <paramref name="actual"/> equals <paramref name="expected"/>.</summary>

@@ -1,6 +1,7 @@
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
+using System.Text;
 using System.Text.RegularExpressions;
 
 namespace FenceLock.Tests
@@ -10,7 +11,9 @@ namespace FenceLock.Tests
     /// child process, as tests/c/harness.c uses it: the first stdout line
     /// lists the node URLs; then one command per stdin line (kill I,
     /// restart I, pause I, resume I, call I ARGS…) answered "ok …" or
-    /// "error: …". Closing stdin stops every node.
+    /// "error: …". Closing stdin stops every node. <see cref="StartPostgres"/>
+    /// runs one PostgreSQL server instead (redis-nodes --postgres), which
+    /// takes "sql STATEMENT" (<see cref="Sql"/>).
     /// </summary>
     internal sealed class RedisNodes : IDisposable
     {
@@ -45,6 +48,51 @@ namespace FenceLock.Tests
             if (urls.Count != count) throw new InvalidOperationException("redis-nodes said: " + first);
             return new RedisNodes(process, urls);
         }
+
+        /// <summary>
+        /// Starts one PostgreSQL server (redis-nodes --postgres); <see cref="Urls"/> holds its
+        /// postgresql:// URL. Throws <see cref="InvalidOperationException"/> with what redis-nodes
+        /// said on stderr when it cannot start one (PostgreSQL not installed).
+        /// </summary>
+        public static RedisNodes StartPostgres()
+        {
+            var program = Environment.GetEnvironmentVariable("FENCELOCK_REDIS_NODES");
+            if (string.IsNullOrEmpty(program))
+                throw new InvalidOperationException("FENCELOCK_REDIS_NODES is not set: run scripts/test-dotnet.sh");
+            var info = new ProcessStartInfo(program, "--postgres")
+            {
+                UseShellExecute = false,
+                RedirectStandardInput = true,
+                RedirectStandardOutput = true,
+                RedirectStandardError = true,
+            };
+            var process = Process.Start(info);
+            var said = new StringBuilder();
+            process.ErrorDataReceived += (sender, e) =>
+            {
+                if (e.Data == null) return;
+                lock (said) said.AppendLine(e.Data);
+                Console.Error.WriteLine(e.Data);
+            };
+            process.BeginErrorReadLine();
+            var first = process.StandardOutput.ReadLine();
+            var match = first == null ? null : Regex.Match(first, "\"(postgresql://[^\"]+)\"");
+            if (match == null || !match.Success)
+            {
+                process.StandardInput.Close();
+                process.WaitForExit(); // and for the end of stderr
+                string text;
+                lock (said) text = said.ToString().Trim();
+                var code = process.ExitCode;
+                process.Dispose();
+                throw new InvalidOperationException("redis-nodes --postgres did not start (exit " + code + "): "
+                    + (first == null ? text : first + " " + text));
+            }
+            return new RedisNodes(process, new List<string> { match.Groups[1].Value });
+        }
+
+        /// <summary>Runs one SQL statement as the superuser (PostgreSQL only); returns what it printed.</summary>
+        public string Sql(string statement) => Run("sql " + statement);
 
         /// <summary>Runs one harness command; returns what follows "ok", throws on "error: …".</summary>
         public string Run(string command)

@@ -3,7 +3,8 @@
 // Real redis-server nodes for the tests, through the shared harness program
 // `redis-nodes` (tests/harness): it picks free loopback ports, starts the
 // servers, kills them by PID on `kill I`, and stops them all when its stdin
-// closes (or when it dies).
+// closes (or when it dies). `{ postgres: true }` starts one PostgreSQL
+// server instead (`redis-nodes --postgres`), which takes `sql STATEMENT`.
 
 const { spawn } = require('node:child_process')
 const path = require('node:path')
@@ -31,11 +32,18 @@ class RedisNodes {
     this.queue = Promise.resolve()
   }
 
-  /** Starts `count` nodes (`aof` keeps their data across restarts). */
-  static async start(count = 1, { aof = false } = {}) {
-    const args = ['--nodes', String(count)]
+  /**
+   * Starts `count` nodes (`aof` keeps their data across restarts), or with
+   * `postgres` one PostgreSQL server; if that cannot start (PostgreSQL not
+   * installed), rejects with what redis-nodes said on stderr.
+   */
+  static async start(count = 1, { aof = false, postgres = false } = {}) {
+    const args = postgres ? ['--postgres'] : ['--nodes', String(count)]
     if (aof) args.push('--aof')
-    const child = spawn(harnessPath(), args, { stdio: ['pipe', 'pipe', 'inherit'] })
+    const child = spawn(harnessPath(), args, { stdio: ['pipe', 'pipe', postgres ? 'pipe' : 'inherit'] })
+    let said = ''
+    const stderrEnded = postgres ? new Promise((resolve) => child.stderr.on('end', resolve)) : null
+    if (postgres) child.stderr.on('data', (chunk) => (said += chunk))
     const rl = readline.createInterface({ input: child.stdout })
     const waiting = []
     const buffered = []
@@ -55,7 +63,18 @@ class RedisNodes {
           resolve(line)
         })
       })
-    const first = await nextLine()
+    let first
+    try {
+      first = await nextLine()
+    } catch (error) {
+      if (!postgres) throw error
+      await stderrEnded
+      throw new Error(`redis-nodes ${args.join(' ')} did not start: ${error.message}: ${said.trim()}`)
+    }
+    if (postgres) {
+      child.stderr.removeAllListeners('data')
+      child.stderr.pipe(process.stderr, { end: false })
+    }
     const { nodes } = JSON.parse(first)
     return new RedisNodes(child, nodes, nextLine)
   }
@@ -75,6 +94,11 @@ class RedisNodes {
   /** Runs a Redis command on node `i`. */
   call(i, ...args) {
     return this.command(`call ${i} ${args.join(' ')}`)
+  }
+
+  /** `postgres` only: runs one SQL statement as the superuser; resolves with what it printed. */
+  sql(statement) {
+    return this.command(`sql ${statement}`)
   }
 
   kill(i) {

@@ -3,7 +3,8 @@
 Wraps the workspace's ``redis-nodes`` program (tests/harness): it starts N
 redis-server processes on free loopback ports, prints their URLs, takes
 ``kill I`` / ``restart I`` / ``pause I`` / ``resume I`` on stdin and stops
-every node (only its own) when stdin closes.
+every node (only its own) when stdin closes. With ``postgres=True`` it starts
+one PostgreSQL server instead, which takes ``sql STATEMENT`` (:meth:`RedisNodes.sql`).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
-from typing import List, Optional
+from typing import IO, List, Optional
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -30,20 +32,39 @@ def redis_nodes_binary() -> Path:
 
 
 class RedisNodes:
-    """N redis-server processes, stopped by :meth:`close` (or when this process dies)."""
+    """N redis-server processes, stopped by :meth:`close` (or when this process dies).
 
-    def __init__(self, count: int = 1, aof: bool = False) -> None:
+    ``postgres=True``: one PostgreSQL server instead (``redis-nodes --postgres``).
+    If it cannot start (PostgreSQL not installed), the :class:`RuntimeError`
+    carries what redis-nodes said on stderr.
+    """
+
+    def __init__(self, count: int = 1, aof: bool = False, postgres: bool = False) -> None:
         args = [str(redis_nodes_binary()), "--nodes", str(count)]
         if aof:
             args.append("--aof")
+        if postgres:
+            args = [str(redis_nodes_binary()), "--postgres"]
         self._proc = subprocess.Popen(
-            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            # --postgres: kept to say why it did not start, then passed on.
+            stderr=subprocess.PIPE if postgres else None,
+            text=True,
+            bufsize=1,
         )
         assert self._proc.stdout is not None
         first = self._proc.stdout.readline()
         if not first:
             self._proc.wait(timeout=10)
-            raise RuntimeError(f"redis-nodes exited with {self._proc.returncode} before starting")
+            said = self._proc.stderr.read().strip() if self._proc.stderr else ""
+            raise RuntimeError(
+                f"{' '.join(args[1:])}: redis-nodes exited with {self._proc.returncode} "
+                f"before starting{': ' + said if said else ''}"
+            )
+        if self._proc.stderr is not None:
+            threading.Thread(target=_pass_on, args=(self._proc.stderr,), daemon=True).start()
         self.urls: List[str] = json.loads(first)["nodes"]
         self._lock = threading.Lock()
 
@@ -57,6 +78,10 @@ class RedisNodes:
         if not reply.startswith("ok"):
             raise RuntimeError(f"redis-nodes: {line!r} -> {reply!r}")
         return reply[2:].strip()
+
+    def sql(self, statement: str) -> str:
+        """``--postgres`` only: runs one SQL statement as the superuser; what it printed."""
+        return self.command(f"sql {statement}")
 
     def kill(self, i: int) -> None:
         self.command(f"kill {i}")
@@ -89,6 +114,11 @@ class RedisNodes:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _pass_on(stream: IO[str]) -> None:
+    for line in stream:
+        sys.stderr.write(line)
 
 
 def lock_key(resource: str, prefix: str = "fencelock:") -> str:

@@ -11,8 +11,7 @@
 //! ```
 //!
 //! The first line on stdout is JSON: `{"nodes":["redis://127.0.0.1:PORT",…]}`
-//! (with `--postgres`: one PostgreSQL server, `{"nodes":["postgresql://…"]}`,
-//! which takes no commands).
+//! (with `--postgres`: one PostgreSQL server, `{"nodes":["postgresql://…"]}`).
 //! Then it reads one command per line on stdin and answers `ok` or
 //! `error: …` on stdout:
 //!
@@ -23,6 +22,7 @@
 //! | `pause I`    | SIGSTOP: the node keeps its socket, answers nothing |
 //! | `resume I`   | SIGCONT after `pause`                       |
 //! | `call I ARG…`| run one Redis command on node I; the reply follows `ok ` (integers as digits, nil as `nil`, arrays space-separated) |
+//! | `sql STATEMENT…` | `--postgres` only, and its only command: run the rest of the line as SQL, as the superuser (psql); `ok ` then what it printed (one row per line joined by spaces, `\|` between columns), or `error: ` and the server's message |
 //!
 //! End of stdin (the parent exited or closed the pipe) stops every node.
 //! The nodes also die with this process (PDEATHSIG), so a crashed test
@@ -64,20 +64,36 @@ fn main() {
     // Dropping `nodes` kills each server and removes its directory.
 }
 
-/// One PostgreSQL server until stdin ends; every command is refused.
+/// One PostgreSQL server until stdin ends; it takes `sql STATEMENT…` only.
 fn serve_postgres() {
     let node = PostgresNode::start();
     let mut out = std::io::stdout().lock();
     writeln!(out, "{{\"nodes\":[\"{}\"]}}", node.url()).expect("write to stdout");
     out.flush().expect("flush stdout");
     for line in std::io::stdin().lock().lines() {
-        if line.is_err()
-            || writeln!(out, "error: a PostgreSQL server takes no commands here")
-                .and_then(|()| out.flush())
-                .is_err()
-        {
+        let Ok(line) = line else { break };
+        let reply = match postgres_command(&node, line.trim()) {
+            Ok(reply) => format!("ok{reply}"),
+            Err(message) => format!("error: {message}"),
+        };
+        if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
             break;
         }
+    }
+}
+
+/// Runs one line in `--postgres` mode; `Ok` holds what follows `ok`, on one line.
+fn postgres_command(node: &PostgresNode, line: &str) -> Result<String, String> {
+    let one_line = |text: &str| text.trim().lines().map(str::trim).collect::<Vec<_>>().join(" ");
+    match line.split_once(char::is_whitespace) {
+        Some(("sql", statement)) if !statement.trim().is_empty() => node
+            .try_sql(statement.trim())
+            .map(|output| match one_line(&output) {
+                rows if rows.is_empty() => rows,
+                rows => format!(" {rows}"),
+            })
+            .map_err(|message| one_line(&message)),
+        _ => Err("a PostgreSQL server takes one command: `sql STATEMENT…`".to_owned()),
     }
 }
 
