@@ -30,8 +30,9 @@ int redis_nodes_start(redis_nodes *nodes, int count);
 
 /*
  * Starts one PostgreSQL server (`redis-nodes --postgres`): `urls[0]` is its
- * postgresql:// URL. 0 on success; otherwise -1 and `why` holds what
- * redis-nodes said on stderr (PostgreSQL not installed, …).
+ * postgresql:// URL. 0 on success; 1 when PostgreSQL is not installed
+ * (redis-nodes exited with 77), -1 on any other failure; then `why` holds
+ * what redis-nodes said on stderr.
  */
 int redis_nodes_start_postgres(redis_nodes *nodes, char *why, size_t why_size);
 

@@ -29,7 +29,7 @@ namespace FenceLock.Tests
                     {
                         server = RedisNodes.StartPostgres();
                     }
-                    catch (InvalidOperationException e)
+                    catch (PostgresMissingException e)
                     {
                         unavailable = e.Message;
                     }

@@ -85,8 +85,11 @@ namespace FenceLock.Tests
                 lock (said) text = said.ToString().Trim();
                 var code = process.ExitCode;
                 process.Dispose();
-                throw new InvalidOperationException("redis-nodes --postgres did not start (exit " + code + "): "
-                    + (first == null ? text : first + " " + text));
+                var why = "redis-nodes --postgres did not start (exit " + code + "): "
+                    + (first == null ? text : first + " " + text);
+                // 77: PostgreSQL is not installed, the one reason its tests skip.
+                if (code == 77) throw new PostgresMissingException(why);
+                throw new InvalidOperationException(why);
             }
             return new RedisNodes(process, new List<string> { match.Groups[1].Value });
         }
@@ -115,5 +118,11 @@ namespace FenceLock.Tests
             process.WaitForExit();
             process.Dispose();
         }
+    }
+
+    /// <summary>PostgreSQL is not installed: the one reason a PostgreSQL test skips.</summary>
+    internal sealed class PostgresMissingException : Exception
+    {
+        public PostgresMissingException(string message) : base(message) { }
     }
 }

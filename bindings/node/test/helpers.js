@@ -69,7 +69,10 @@ class RedisNodes {
     } catch (error) {
       if (!postgres) throw error
       await stderrEnded
-      throw new Error(`redis-nodes ${args.join(' ')} did not start: ${error.message}: ${said.trim()}`)
+      const failure = new Error(`redis-nodes ${args.join(' ')} did not start: ${error.message}: ${said.trim()}`)
+      // 77: PostgreSQL is not installed, the one reason its tests skip.
+      failure.postgresMissing = child.exitCode === 77
+      throw failure
     }
     if (postgres) {
       child.stderr.removeAllListeners('data')

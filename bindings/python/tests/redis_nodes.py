@@ -31,6 +31,14 @@ def redis_nodes_binary() -> Path:
     return path
 
 
+#: redis-nodes --postgres exits with this when PostgreSQL is not installed.
+POSTGRES_MISSING = 77
+
+
+class PostgresMissing(RuntimeError):
+    """PostgreSQL is not installed: the one reason a PostgreSQL test skips."""
+
+
 class RedisNodes:
     """N redis-server processes, stopped by :meth:`close` (or when this process dies).
 
@@ -59,7 +67,8 @@ class RedisNodes:
         if not first:
             self._proc.wait(timeout=10)
             said = self._proc.stderr.read().strip() if self._proc.stderr else ""
-            raise RuntimeError(
+            error = PostgresMissing if self._proc.returncode == POSTGRES_MISSING else RuntimeError
+            raise error(
                 f"{' '.join(args[1:])}: redis-nodes exited with {self._proc.returncode} "
                 f"before starting{': ' + said if said else ''}"
             )

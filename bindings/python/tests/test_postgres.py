@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import fencelock
 import pytest
 from fencelock import AsyncClient, Client
-from redis_nodes import RedisNodes, lock_key
+from redis_nodes import PostgresMissing, RedisNodes, lock_key
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def pg(request: pytest.FixtureRequest) -> Iterator[RedisNodes]:
     """One PostgreSQL server for this file's tests."""
     try:
         server = RedisNodes(postgres=True)
-    except RuntimeError as err:
+    except PostgresMissing as err:
         reason = f"no PostgreSQL server: {err}"
         # Said on the terminal too: -q does not list the reasons of skips.
         plugins = request.config.pluginmanager

@@ -11,7 +11,9 @@
 //! ```
 //!
 //! The first line on stdout is JSON: `{"nodes":["redis://127.0.0.1:PORT",…]}`
-//! (with `--postgres`: one PostgreSQL server, `{"nodes":["postgresql://…"]}`).
+//! (with `--postgres`: one PostgreSQL server, `{"nodes":["postgresql://…"]}`;
+//! without PostgreSQL installed it exits with status 77, the one failure the
+//! fronts' tests skip on).
 //! Then it reads one command per line on stdin and answers `ok` or
 //! `error: …` on stdout:
 //!
@@ -30,7 +32,12 @@
 
 use std::io::{BufRead, Write};
 
-use fencelock_harness::{NodeOptions, PostgresNode, RedisNode};
+use fencelock_harness::{NodeOptions, PostgresNode, RedisNode, postgres_installed};
+
+/// The exit status of `--postgres` when PostgreSQL is not installed: the
+/// one failure the fronts' tests skip on (77, automake's "skipped"). Any
+/// other failure to start fails them.
+const POSTGRES_MISSING: i32 = 77;
 
 fn main() {
     if std::env::args().skip(1).eq(["--postgres"]) {
@@ -66,6 +73,13 @@ fn main() {
 
 /// One PostgreSQL server until stdin ends; it takes `sql STATEMENT…` only.
 fn serve_postgres() {
+    if !postgres_installed() {
+        eprintln!(
+            "redis-nodes: PostgreSQL is not installed (no initdb in /usr/lib/postgresql/*/bin \
+             or on PATH); install it: apt-get install postgresql"
+        );
+        std::process::exit(POSTGRES_MISSING);
+    }
     let node = PostgresNode::start();
     let mut out = std::io::stdout().lock();
     writeln!(out, "{{\"nodes\":[\"{}\"]}}", node.url()).expect("write to stdout");
