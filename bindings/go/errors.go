@@ -208,3 +208,6 @@ func takeError(status C.fencelock_status, cerr *C.fencelock_error) *Error {
 func statusName(status int32) string {
 	return C.GoString(C.fencelock_status_name(C.int32_t(status)))
 }
+
+// cStatus converts a code to the C status type (for the tests, which cannot use cgo).
+func cStatus(code int) C.fencelock_status { return C.fencelock_status(code) }

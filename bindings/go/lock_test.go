@@ -179,6 +179,10 @@ func TestAcquireCancelledByContext(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the cancelled Acquire did not return")
 	}
+	// The waiter leaves the queue in the background; Settle waits for that.
+	if err := Settle(5 * time.Second); err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
 	if got := n.call(t, 0, "ZCARD", queue); got != "0" {
 		t.Fatalf("the cancelled waiter is still queued: %s", got)
 	}
@@ -325,9 +329,10 @@ func TestQuorumOnThreeNodesWithOneKilled(t *testing.T) {
 	}
 }
 
-// Fair waiters are served in arrival order.
+// Fair waiters are served in arrival order. Not parallel: a waiter starved
+// of CPU past its 1 s place lease (the race detector beside a PostgreSQL
+// server starting) may drop out of line, as the protocol says it should.
 func TestFairWaitersAreServedInOrder(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	n := oneNode(t)
 	c := newClient(t, n.URLs)
