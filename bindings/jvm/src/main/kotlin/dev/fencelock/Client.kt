@@ -101,8 +101,12 @@ class Client @JvmOverloads constructor(nodes: List<String>, options: ClientOptio
      * (suspending, unlike `use`). A release error is thrown only when the
      * block itself succeeded.
      */
-    suspend fun <T> withLock(resource: String, ttl: Duration, wait: Duration? = null, block: suspend (Lock) -> T): T {
-        val lock = acquire(resource, ttl, wait)
+    suspend fun <T> withLock(resource: String, ttl: Duration, wait: Duration? = null, block: suspend (Lock) -> T): T =
+        withLock(resource, LockOptions(ttl = ttl, wait = wait), block)
+
+    /** [withLock] with [options]. */
+    suspend fun <T> withLock(resource: String, options: LockOptions, block: suspend (Lock) -> T): T {
+        val lock = acquire(resource, options)
         val result = try {
             block(lock)
         } catch (e: Throwable) {
