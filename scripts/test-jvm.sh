@@ -32,15 +32,21 @@ rm -rf "$jvm/target/generated-sources/uniffi" "$jvm/target/native"
   --language kotlin --out-dir "$jvm/target/generated-sources/uniffi" --no-format >/dev/null
 # Where JNA looks on the class path for Native.register("fencelock_jvm") (the
 # generated findLibraryName) on Linux x86-64.
+# Without its debug information (a tenth of the size), when strip is there.
 mkdir -p "$jvm/target/native/linux-x86-64"
-cp "$target/debug/libfencelock_jvm.so" "$jvm/target/native/linux-x86-64/"
+packed="$jvm/target/native/linux-x86-64/libfencelock_jvm.so"
+strip --strip-debug -o "$packed" "$target/debug/libfencelock_jvm.so" 2>/dev/null \
+  || cp "$target/debug/libfencelock_jvm.so" "$packed"
 
 echo "== mvn package (Kotlin and Java tests against real Redis nodes, then the jar)"
 rm -rf "$jvm/target/surefire-reports"
 export FENCELOCK_REDIS_NODES="$target/debug/redis-nodes"
 status=0
 # (Maven 3.8 prints colour resets even with -B; they are dropped.)
-(cd "$jvm" && mvn -q -B -ntp -Dstyle.color=never package 2>&1 | sed 's/\x1b\[[0-9;]*m//g'; exit "${PIPESTATUS[0]}") || status=$?
+# dependency:build-classpath lists the jar's dependencies for the interop
+# test's JVM worker (bindings/jvm/target/classpath.txt, below).
+(cd "$jvm" && mvn -q -B -ntp -Dstyle.color=never package dependency:build-classpath \
+  -Dmdep.outputFile=target/dependencies.txt -DincludeScope=runtime 2>&1 | sed 's/\x1b\[[0-9;]*m//g'; exit "${PIPESTATUS[0]}") || status=$?
 # Surefire's counts, which -q keeps quiet, as one closing line.
 reports=("$jvm"/target/surefire-reports/TEST-*.xml)
 if [ -e "${reports[0]}" ]; then
@@ -59,3 +65,4 @@ if ! jar tf "$jar_file" | grep -qx 'linux-x86-64/libfencelock_jvm.so'; then
   exit 1
 fi
 echo "jar: $(basename "$jar_file") carries linux-x86-64/libfencelock_jvm.so"
+echo "$jar_file:$(cat "$jvm/target/dependencies.txt")" >"$jvm/target/classpath.txt"

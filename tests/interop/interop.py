@@ -45,18 +45,20 @@ BUILD_HINT = {
     "python": "scripts/test-python.sh",
     "node": "scripts/test-node.sh",
     "dotnet": "scripts/test-dotnet.sh, then tests/interop/run.sh",
+    "jvm": "scripts/test-jvm.sh",
     "cli": "cargo build -p fencelock-cli",
     "redis-py": "scripts/test-python.sh (it installs redis-py)",
 }
 
 
-LANGUAGES = ["rust", "c", "python", "node", "dotnet", "cli", "redis-py"]
+LANGUAGES = ["rust", "c", "python", "node", "dotnet", "jvm", "cli", "redis-py"]
 SHOWN_AS = {
     "rust": "Rust",
     "c": "C",
     "python": "Python",
     "node": "Node",
     "dotnet": ".NET (Mono)",
+    "jvm": "JVM (Java)",
     "cli": "fencelock run",
     "redis-py": "redis-py, an independent implementation",
 }
@@ -68,6 +70,16 @@ class Section(NamedTuple):
     start: int
     end: int
     extra: str = ""  # a permit's number, or `r` / `w` for a read or write grant
+
+
+JVM_CLASS_PATH = ROOT / "bindings/jvm/target/classpath.txt"
+
+
+def jvm_class_path() -> str:
+    """The JVM front's jar and its dependencies, as scripts/test-jvm.sh listed them."""
+    if not JVM_CLASS_PATH.exists():
+        return ""
+    return JVM_CLASS_PATH.read_text(encoding="utf-8").strip()
 
 
 def workers(
@@ -86,6 +98,16 @@ def workers(
         "python": [python, str(ROOT / "tests/interop/workers/worker.py"), *args],
         "node": ["node", str(ROOT / "tests/interop/workers/worker.js"), *args],
         "dotnet": ["mono", str(TARGET / "dotnet" / "InteropWorker.exe"), *args],
+        # The jar and its dependencies (scripts/test-jvm.sh writes the list);
+        # JNA loads the library from the build instead of unpacking the jar's.
+        "jvm": [
+            "java",
+            f"-Djna.library.path={PROFILE}",
+            "-cp",
+            jvm_class_path(),
+            str(ROOT / "tests/interop/workers/Worker.java"),
+            *args,
+        ],
         "cli": [str(ROOT / "tests/interop/workers/worker.sh"), str(PROFILE / "fencelock"), *args],
         "redis-py": [
             python,
@@ -116,6 +138,8 @@ def missing_part(name: str, command: List[str]) -> "str | None":
         return None if any((ROOT / "bindings/node").glob("*.node")) else "the Node addon is not built"
     if name == "dotnet":
         return None if Path(command[1]).exists() else f"{command[1]} is missing"
+    if name == "jvm":
+        return None if JVM_CLASS_PATH.exists() else f"{JVM_CLASS_PATH} is missing"
     program = Path(command[1] if name == "cli" else command[0])
     return None if program.exists() else f"{program} is missing"
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One lock, every language: builds each worker and runs tests/interop/interop.py
 # (5 nodes, then 1). Needs the fronts built by scripts/test-python.sh,
-# scripts/test-node.sh and scripts/test-dotnet.sh (scripts/test.sh runs them first).
+# scripts/test-node.sh, scripts/test-dotnet.sh and scripts/test-jvm.sh (scripts/test.sh
+# runs them first).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -10,6 +11,7 @@ need() { [ -e "$1" ] || { echo "interop: $1 is missing; run $2 first" >&2; exit 
 need target/python-venv/bin/python scripts/test-python.sh
 compgen -G "bindings/node/*.node" >/dev/null || { echo "interop: the Node addon is not built; run scripts/test-node.sh first" >&2; exit 1; }
 need target/dotnet/FenceLock.dll scripts/test-dotnet.sh
+need bindings/jvm/target/classpath.txt scripts/test-jvm.sh
 
 cargo build -q -p fencelock-ffi -p fencelock-harness --bin redis-nodes
 cargo build -q -p fencelock-cli
