@@ -13,7 +13,7 @@ use crate::fenced::{Fence, new_holder_id};
 use crate::fencing::{FencingToken, raise_to};
 use crate::keys::LockKeys;
 use crate::lease::Leases;
-use crate::lock::Lock;
+use crate::lock::{Lock, Unclaimed};
 use crate::lock_state::LockState;
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
@@ -79,8 +79,14 @@ pub(crate) async fn claim(
         let span =
             tracing::debug_span!("acquire", resource = %claim.name(), ttl_ms = options.ttl.as_millis() as u64);
         // Boxed: the attempt's state machine is large, and moving it through the
-        // layers of futures costs more than one allocation.
-        runtime::run(Box::pin(acquire(client.clone(), claim, options).instrument(span))).await?
+        // layers of futures costs more than one allocation. Unclaimed until
+        // here: off a tokio runtime the attempt runs on the core's, and a
+        // caller that stopped waiting after the grant came drops it with the
+        // task's output, which then releases the lock instead of leaving it
+        // to block the resource until its ttl.
+        let attempt = acquire(client.clone(), claim, options).instrument(span);
+        let granted = runtime::run(Box::pin(async { attempt.await.map(Unclaimed::new) })).await??;
+        Ok(granted.claim())
     }
     .await;
     counted.ended(result.as_ref().err().map(Error::kind));

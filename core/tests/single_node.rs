@@ -189,3 +189,68 @@ async fn cancellation_storm_leaves_no_key_and_no_renewal() {
         "a watchdog outlived its acquire"
     );
 }
+
+/// A caller off any tokio runtime (a front's thread, another executor)
+/// stops waiting for an acquire after the grant came but before it read
+/// it: the lock must be released at once, not left to block the resource
+/// until its ttl (the JVM front's test found this).
+#[test]
+fn a_grant_nobody_read_is_released_not_left_until_its_ttl() {
+    use std::future::Future;
+    use std::task::Context;
+
+    let node = RedisNode::start(&NodeOptions::default());
+    let client = block_on(builder(std::slice::from_ref(&node)).build()).unwrap();
+    for kind in ["lock", "semaphore", "rw"] {
+        let resource = format!("unread-{kind}");
+        let options = LockOptions::new(ms(30_000));
+        let semaphore = client.semaphore(&resource, 1).unwrap();
+        let rw = client.rw_lock(&resource).unwrap();
+        let mut acquire: std::pin::Pin<Box<dyn Future<Output = fencelock::Result<fencelock::Lock>>>> =
+            match kind {
+                "lock" => Box::pin(client.acquire(&resource, options)),
+                "semaphore" => Box::pin(semaphore.acquire(options)),
+                _ => Box::pin(rw.write(options)),
+            };
+        let mut context = Context::from_waker(std::task::Waker::noop());
+        assert!(
+            acquire.as_mut().poll(&mut context).is_pending(),
+            "off a runtime, the attempt runs on the core's"
+        );
+        // The grant comes while nobody polls; then the caller gives up.
+        std::thread::sleep(ms(300));
+        drop(acquire);
+        let soon = LockOptions::new(ms(1000)).wait(ms(3000));
+        let again = block_on(async {
+            match kind {
+                "lock" => client.acquire(&resource, soon).await,
+                "semaphore" => semaphore.acquire(soon).await,
+                _ => rw.write(soon).await,
+            }
+        });
+        assert!(
+            again.is_ok(),
+            "{kind}: the unread grant still holds the resource (until its 30 s ttl): {again:?}"
+        );
+    }
+}
+
+/// Runs `future` to completion on this thread, off any tokio runtime (as a
+/// front's own thread does).
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut context = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+        std::thread::park();
+    }
+}
