@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, the protocol model, the Rust suites, the C ABI (plain,
-# ASan/UBSan, valgrind), the Python, Node, .NET and JVM fronts, and the
+# ASan/UBSan, valgrind), the Python, Node, .NET, JVM and Go fronts, and the
 # cross-language test, all against real redis-server processes (installing
 # Debian packages that are missing).
 set -euo pipefail
@@ -28,7 +28,7 @@ echo "== cargo test"
 cargo test -- --test-threads=1
 echo "== C ABI"
 tests/c/run.sh
-for front in python node dotnet jvm; do
+for front in python node dotnet jvm go; do
   echo "== $front front"
   "scripts/test-$front.sh"
 done

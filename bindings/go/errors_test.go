@@ -437,13 +437,18 @@ func TestLogsForwardToSlog(t *testing.T) {
 	}
 }
 
-// One PostgreSQL server as the node, if redis-nodes --postgres can start one.
+// One PostgreSQL server as the node. Skipped (with the reason) only when
+// PostgreSQL is not installed; any other failure to start it fails.
 func TestPostgresSmoke(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pg, err := launchNodes("--postgres")
 	if err != nil {
-		t.Skipf("SKIPPED: redis-nodes --postgres did not start a PostgreSQL server: %v", err)
+		_, required := harnessProgram()
+		if errors.Is(err, errPostgresMissing) || !required {
+			t.Skipf("SKIPPED: no PostgreSQL server: %v", err)
+		}
+		t.Fatalf("redis-nodes --postgres: %v", err)
 	}
 	defer pg.close()
 	if !strings.HasPrefix(pg.URLs[0], "postgresql://") {
@@ -451,7 +456,7 @@ func TestPostgresSmoke(t *testing.T) {
 	}
 	a, b := newClient(t, pg.URLs), newClient(t, pg.URLs)
 	resource := unique(t)
-	first, err := a.Acquire(ctx, resource, 2*time.Second, WithWait(5*time.Second))
+	first, err := a.Acquire(ctx, resource, 5*time.Second, WithWait(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +465,7 @@ func TestPostgresSmoke(t *testing.T) {
 	}
 	waited := make(chan *Lock, 1)
 	go func() {
-		l, err := b.Acquire(ctx, resource, 2*time.Second, WithWait(5*time.Second))
+		l, err := b.Acquire(ctx, resource, 5*time.Second, WithWait(10*time.Second))
 		if err != nil {
 			t.Error(err)
 		}

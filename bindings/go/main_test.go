@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // One Redis node shared by the tests that need no faults of their own.
@@ -37,10 +38,13 @@ func oneNode(t testing.TB) *nodes {
 	return shared.nodes
 }
 
-// newClient connects to urls and closes the client when the test ends.
+// newClient connects to urls and closes the client when the test ends. Its
+// per-node timeout is a generous 2 s (a test's opts may override it): on a
+// loaded 2-core machine under the race detector a request can take longer
+// than the default 100 ms.
 func newClient(t testing.TB, urls []string, opts ...Option) *Client {
 	t.Helper()
-	c, err := NewClient(urls, opts...)
+	c, err := NewClient(urls, append([]Option{WithNodeTimeout(2 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewClient(%v): %v", urls, err)
 	}

@@ -3,6 +3,7 @@ package fencelock
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,12 @@ type nodes struct {
 	out   *bufio.Reader
 	URLs  []string
 }
+
+// redis-nodes --postgres exits with this when PostgreSQL is not installed:
+// the one reason a PostgreSQL test skips.
+const postgresMissing = 77
+
+var errPostgresMissing = errors.New("PostgreSQL is not installed (redis-nodes --postgres exited 77)")
 
 // harnessProgram is $FENCELOCK_REDIS_NODES, else the repository's debug
 // build; "" when neither exists.
@@ -83,7 +90,11 @@ func launchNodes(args ...string) (*nodes, error) {
 	if err != nil || json.Unmarshal([]byte(first), &listed) != nil || len(listed.Nodes) == 0 {
 		_ = stdin.Close()
 		_ = cmd.Wait()
-		return nil, fmt.Errorf("it printed %q (exit %v): %s", strings.TrimSpace(first), cmd.ProcessState, strings.TrimSpace(stderr.String()))
+		said := fmt.Errorf("it printed %q (%v): %s", strings.TrimSpace(first), cmd.ProcessState, strings.TrimSpace(stderr.String()))
+		if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == postgresMissing {
+			return nil, fmt.Errorf("%w: %w", errPostgresMissing, said)
+		}
+		return nil, said
 	}
 	return &nodes{cmd: cmd, stdin: stdin, out: out, URLs: listed.Nodes}, nil
 }

@@ -1,4 +1,4 @@
-"""One lock, every language: workers in Rust, C, Python, Node, .NET, the
+"""One lock, every language: workers in Rust, C, Python, Node, .NET, Go, the
 command line and an independent redis-py implementation of the protocol all
 increment one counter file, with a non-atomic read-modify-write, under one
 lock, at the same time.
@@ -46,12 +46,13 @@ BUILD_HINT = {
     "node": "scripts/test-node.sh",
     "dotnet": "scripts/test-dotnet.sh, then tests/interop/run.sh",
     "jvm": "scripts/test-jvm.sh",
+    "go": "scripts/test-go.sh, then tests/interop/run.sh",
     "cli": "cargo build -p fencelock-cli",
     "redis-py": "scripts/test-python.sh (it installs redis-py)",
 }
 
 
-LANGUAGES = ["rust", "c", "python", "node", "dotnet", "jvm", "cli", "redis-py"]
+LANGUAGES = ["rust", "c", "python", "node", "dotnet", "jvm", "go", "cli", "redis-py"]
 SHOWN_AS = {
     "rust": "Rust",
     "c": "C",
@@ -59,6 +60,7 @@ SHOWN_AS = {
     "node": "Node",
     "dotnet": ".NET (Mono)",
     "jvm": "JVM (Java)",
+    "go": "Go",
     "cli": "fencelock run",
     "redis-py": "redis-py, an independent implementation",
 }
@@ -108,6 +110,8 @@ def workers(
             str(ROOT / "tests/interop/workers/Worker.java"),
             *args,
         ],
+        # Built by run.sh from tests/interop/workers/go; it links bindings/go's library.
+        "go": [str(TARGET / "go" / "interop-worker"), *args],
         "cli": [str(ROOT / "tests/interop/workers/worker.sh"), str(PROFILE / "fencelock"), *args],
         "redis-py": [
             python,

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One lock, every language: builds each worker and runs tests/interop/interop.py
 # (5 nodes, then 1). Needs the fronts built by scripts/test-python.sh,
-# scripts/test-node.sh, scripts/test-dotnet.sh and scripts/test-jvm.sh (scripts/test.sh
-# runs them first).
+# scripts/test-node.sh, scripts/test-dotnet.sh, scripts/test-jvm.sh and
+# scripts/test-go.sh (scripts/test.sh runs them first).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -12,6 +12,7 @@ need target/python-venv/bin/python scripts/test-python.sh
 compgen -G "bindings/node/*.node" >/dev/null || { echo "interop: the Node addon is not built; run scripts/test-node.sh first" >&2; exit 1; }
 need target/dotnet/FenceLock.dll scripts/test-dotnet.sh
 need bindings/jvm/target/classpath.txt scripts/test-jvm.sh
+need bindings/go/lib/include/fencelock.h scripts/test-go.sh
 
 cargo build -q -p fencelock-ffi -p fencelock-harness --bin redis-nodes
 cargo build -q -p fencelock-cli
@@ -23,6 +24,8 @@ gcc -std=c11 -O2 -Wall -Werror -I include tests/interop/workers/worker.c -L targ
 mcs -target:exe -out:target/dotnet/InteropWorker.exe -r:target/dotnet/FenceLock.dll -warnaserror+ \
   tests/interop/workers/Worker.cs
 cp target/debug/libfencelock.so target/dotnet/
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then export PATH="/usr/local/go/bin:$PATH"; fi
+(cd tests/interop/workers/go && GOTOOLCHAIN=local go build -o "$root/target/go/interop-worker" .)
 
 echo "== Rust example: three inventory processes on three nodes"
 coproc nodes { target/debug/redis-nodes --nodes 3; }

@@ -1,0 +1,7 @@
+module github.com/fencelock/fencelock/tests/interop/workers/go
+
+go 1.24
+
+require github.com/fencelock/fencelock/bindings/go v0.0.0
+
+replace github.com/fencelock/fencelock/bindings/go => ../../../../bindings/go
