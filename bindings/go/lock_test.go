@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -418,5 +419,78 @@ func TestClientClose(t *testing.T) {
 	}
 	if err := lock.Release(ctx); err != nil {
 		t.Fatalf("Release after the client closed: %v", err)
+	}
+}
+
+// A Lock dropped without Release is freed when garbage-collected: renewal
+// stops and its key expires at the ttl.
+func TestDroppedLockStopsRenewing(t *testing.T) {
+	t.Parallel()
+	n := oneNode(t)
+	c := newClient(t, n.URLs)
+	resource := unique(t)
+	func() {
+		lock, err := c.Acquire(context.Background(), resource, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = lock.FencingToken()
+	}()
+	key := "fencelock:{" + resource + "}"
+	for deadline := time.Now().Add(5 * time.Second); n.call(t, 0, "EXISTS", key) != "0"; {
+		if time.Now().After(deadline) {
+			t.Fatal("a dropped lock is still renewed after 5 s")
+		}
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Many acquires cancelled at random moments (waiting, just granted, not yet
+// started) leave nothing held and nothing queued.
+func TestCancelledAcquiresLeaveNothingHeld(t *testing.T) {
+	t.Parallel()
+	n := oneNode(t)
+	c := newClient(t, n.URLs)
+	resource := unique(t)
+	holder, err := c.Acquire(context.Background(), resource, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var granted atomic.Int32
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%8)*3*time.Millisecond)
+			defer cancel()
+			if i == 20 {
+				_ = holder.Release(context.Background()) // some waiters may win now
+			}
+			lock, err := c.Acquire(ctx, resource, 5*time.Second)
+			if err == nil {
+				granted.Add(1)
+				_ = lock.Release(context.Background())
+			} else if !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrCancelled) {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	_ = holder.Release(context.Background())
+	lock, err := c.Acquire(context.Background(), resource, time.Second, WithWait(5*time.Second))
+	if err != nil {
+		t.Fatalf("the lock after the storm (%d granted): %v", granted.Load(), err)
+	}
+	_ = lock.Release(context.Background())
+	for deadline := time.Now().Add(3 * time.Second); n.call(t, 0, "ZCARD", "fencelock:{"+resource+"}:queue") != "0"; {
+		if time.Now().After(deadline) {
+			t.Fatal("cancelled waiters are still queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if m, _ := c.Metrics(); m.Held != 0 || m.Waiting != 0 {
+		t.Fatalf("held %d, waiting %d after the storm", m.Held, m.Waiting)
 	}
 }
