@@ -5,11 +5,11 @@
 # lib/include/fencelock.h. Neither is committed (.gitignore). The copy has
 # its DWARF stripped (symbols stay), which keeps Go's links fast.
 #   bindings/go/build-lib.sh            # release build (the default)
-#   FENCELOCK_PROFILE=debug bindings/go/build-lib.sh
+#   FENCELOCK_GO_LIB_PROFILE=debug bindings/go/build-lib.sh
 set -euo pipefail
 module=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$module/../.." && pwd)
-profile=${FENCELOCK_PROFILE:-release}
+profile=${FENCELOCK_GO_LIB_PROFILE:-release}
 cd "$root"
 if [ "$profile" = release ]; then
   cargo build -q --release -p fencelock-ffi
