@@ -23,6 +23,12 @@ pub(crate) struct Waiter {
     evening: bool,
     /// The key the wake-ups before this attempt named most.
     prefer: Option<String>,
+    /// Whether attempts carry the waiter's id, and so enter the queues:
+    /// from the first attempt made while wake-ups can reach it on. Before
+    /// that a release would find it not listening, drop it from the queue
+    /// and serve a later arrival (protocol.md §4.9), so a client's first
+    /// wait asks without queuing until its subscriptions are up.
+    queuing: bool,
 }
 
 impl Waiter {
@@ -36,13 +42,14 @@ impl Waiter {
             entered: 0,
             evening: false,
             prefer: None,
+            queuing: false,
         }
     }
 
     /// What the next attempt asks of the queue.
     pub(crate) fn entry(&self, fair: bool) -> Entry<'_> {
         Entry {
-            waiter: Some(&self.registration.id),
+            waiter: self.queuing.then_some(self.registration.id.as_str()),
             ticket: self.place.ticket,
             fair,
             prefer: self.prefer.clone(),
@@ -52,8 +59,13 @@ impl Waiter {
     /// An attempt is about to go out: until its replies say otherwise, any
     /// node may queue this waiter (and a cancelled attempt leaves them all).
     pub(crate) fn attempting(&mut self) {
+        self.queuing = self.queuing || self.client.wakeups.listening();
         let nodes = self.client.nodes.nodes().len().min(128);
-        self.entered = u128::MAX >> (128 - nodes);
+        self.entered = if self.queuing {
+            u128::MAX >> (128 - nodes)
+        } else {
+            0
+        };
         self.prefer = self.registration.most_named();
         self.registration.attempting();
     }
@@ -61,7 +73,9 @@ impl Waiter {
     /// Takes in what a refused attempt's nodes said.
     pub(crate) fn refused(&mut self, place: Place) {
         self.client.wakeups.listen();
-        self.entered = place.queued | place.failed | place.pending;
+        if self.queuing {
+            self.entered = place.queued | place.failed | place.pending;
+        }
         self.place = Place {
             // At least 1 from now on: ticket 0 tells a node this waiter
             // never asked to enter its queue, and a node whose reply was
@@ -75,7 +89,9 @@ impl Waiter {
     /// their queue, and those still on their way are left as they answer
     /// ([`crate::queue::leave_where_late_refused`]); the rest may queue it.
     pub(crate) fn granted(&mut self, place: &Place) {
-        self.entered = place.queued | place.failed;
+        if self.queuing {
+            self.entered = place.queued | place.failed;
+        }
     }
 
     /// How long to pause before the next attempt, or `None` to fall back

@@ -214,3 +214,72 @@ async fn waiters_outlive_a_node_restart() {
         last.duration_since(released)
     );
 }
+
+/// Fair mode, a client's first wait: its wake-up subscription is not up
+/// yet when its first attempt is refused (here it is slow: the client
+/// reaches the node through a 40 ms link). A waiter must not enter a queue
+/// before it can be woken: a release would find it not listening, drop it,
+/// and hand the lock to a later arrival. B arrives before C; B is served
+/// first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_time_waiter_keeps_its_place_while_its_subscription_comes_up() {
+    let node = RedisNode::start(&NodeOptions::default());
+    let slow = FaultProxy::start(node.port());
+    slow.set(Mode::Delay {
+        each_way: ms(40),
+        jitter: Duration::ZERO,
+    });
+    let a = builder_for(urls(std::slice::from_ref(&node)))
+        .build()
+        .await
+        .unwrap();
+    let b = builder_for([slow.url()])
+        .node_timeout(ms(2000))
+        .build()
+        .await
+        .unwrap();
+    let c = builder_for(urls(std::slice::from_ref(&node)))
+        .build()
+        .await
+        .unwrap();
+    let held = a.acquire("first-wait", options(10_000, 0)).await.unwrap();
+    let queue = redis::Client::open(node.url()).unwrap();
+    let mut queue = queue.get_multiplexed_async_connection().await.unwrap();
+    let queued = |mut queue: redis::aio::MultiplexedConnection| async move {
+        redis::cmd("ZCARD")
+            .arg(format!("{}:queue", lock_key("first-wait")))
+            .query_async::<usize>(&mut queue)
+            .await
+            .unwrap()
+    };
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let wait = |client: Client, name: &'static str| {
+        let order = order.clone();
+        tokio::spawn(async move {
+            let lock = client
+                .acquire("first-wait", options(10_000, 20_000).fair(true))
+                .await
+                .unwrap();
+            order.lock().unwrap().push((name, lock.fencing_token()));
+            lock.release().await.unwrap();
+        })
+    };
+    let waiting_b = wait(b, "B");
+    while queued(queue.clone()).await < 1 {
+        tokio::time::sleep(ms(2)).await;
+    }
+    let waiting_c = wait(c, "C");
+    while queued(queue.clone()).await < 2 {
+        tokio::time::sleep(ms(2)).await;
+    }
+    held.release().await.unwrap();
+    waiting_b.await.unwrap();
+    waiting_c.await.unwrap();
+    let order = order.lock().unwrap().clone();
+    assert_eq!(
+        order.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+        ["B", "C"],
+        "B arrived first: {order:?}"
+    );
+    let _ = &mut queue;
+}
