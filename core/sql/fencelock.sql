@@ -9,14 +9,9 @@
 -- list, so it runs in one transaction, and migrations started together
 -- (clients starting at once) take turns on an advisory lock.
 --
--- The entry points a client calls (script, schema_version, notify_channel,
--- listener_key, sha1hex) run with `SET search_path = __SCHEMA__, pg_temp`, so
--- no object of another schema, and no temporary object, can stand in for
--- ours; the functions they call inherit that path. (A SET clause on each of
--- those would cost a save and restore of the setting per call, a fifth of a
--- lock cycle: docs/performance.md.) Call the entry points only; to call an
--- internal function by hand, set the search_path first. No function is
--- SECURITY DEFINER: a caller uses its own privileges.
+-- Every function runs with `SET search_path = __SCHEMA__, pg_temp` (so no
+-- object of another schema, and no temporary object, can stand in for ours)
+-- and none is SECURITY DEFINER: a caller uses its own privileges.
 --
 -- Atomicity. A Redis script runs alone. Here every script first takes a
 -- transaction-level advisory lock per hash tag of its KEYS (Redis Cluster's
@@ -68,7 +63,7 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.keys (
 
 -- Sorted sets: ordered by score, then member bytes (COLLATE "C"), as Redis does.
 CREATE TABLE IF NOT EXISTS __SCHEMA__.zset_members (
-  key    text COLLATE "C" NOT NULL,
+  key    text COLLATE "C" NOT NULL REFERENCES __SCHEMA__.keys (key) ON DELETE CASCADE,
   member text COLLATE "C" NOT NULL,
   score  double precision NOT NULL CHECK (score <> 'NaN'),
   PRIMARY KEY (key, member)
@@ -76,45 +71,17 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.zset_members (
 CREATE INDEX IF NOT EXISTS zset_members_by_score ON __SCHEMA__.zset_members (key, score, member);
 
 CREATE TABLE IF NOT EXISTS __SCHEMA__.set_members (
-  key    text COLLATE "C" NOT NULL,
+  key    text COLLATE "C" NOT NULL REFERENCES __SCHEMA__.keys (key) ON DELETE CASCADE,
   member text COLLATE "C" NOT NULL,
   PRIMARY KEY (key, member)
 );
 
 CREATE TABLE IF NOT EXISTS __SCHEMA__.hash_fields (
-  key   text COLLATE "C" NOT NULL,
+  key   text COLLATE "C" NOT NULL REFERENCES __SCHEMA__.keys (key) ON DELETE CASCADE,
   field text COLLATE "C" NOT NULL,
   value text NOT NULL,
   PRIMARY KEY (key, field)
 );
-
--- Members die with their key. A trigger that fires for the aggregate kinds
--- only, not foreign keys: a foreign key's cascade queries every member table
--- on each delete, strings included, and lock keys are strings deleted on
--- every release. Every member is added after create_key() made its key, under
--- the key's advisory lock. (Schemas made before had foreign keys: dropped.)
-ALTER TABLE __SCHEMA__.zset_members DROP CONSTRAINT IF EXISTS zset_members_key_fkey;
-ALTER TABLE __SCHEMA__.set_members DROP CONSTRAINT IF EXISTS set_members_key_fkey;
-ALTER TABLE __SCHEMA__.hash_fields DROP CONSTRAINT IF EXISTS hash_fields_key_fkey;
-
-CREATE OR REPLACE FUNCTION __SCHEMA__.delete_members() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = __SCHEMA__, pg_temp
-AS $$
-BEGIN
-  CASE OLD.kind
-    WHEN 'zset' THEN DELETE FROM zset_members m WHERE m.key = OLD.key;
-    WHEN 'set' THEN DELETE FROM set_members m WHERE m.key = OLD.key;
-    WHEN 'hash' THEN DELETE FROM hash_fields m WHERE m.key = OLD.key;
-    ELSE NULL;
-  END CASE;
-  RETURN NULL;
-END
-$$;
-
-DROP TRIGGER IF EXISTS delete_members ON __SCHEMA__.keys;
-CREATE TRIGGER delete_members AFTER DELETE ON __SCHEMA__.keys
-  FOR EACH ROW WHEN (OLD.kind <> 'string') EXECUTE FUNCTION __SCHEMA__.delete_members();
 
 -- The protocol version these functions speak (docs/protocol.md §8).
 CREATE OR REPLACE FUNCTION __SCHEMA__.schema_version() RETURNS integer
@@ -128,6 +95,7 @@ AS $$ BEGIN RETURN 3; END $$;
 
 CREATE OR REPLACE FUNCTION __SCHEMA__.wrongtype() RETURNS void
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   RAISE EXCEPTION 'WRONGTYPE Operation against a key holding the wrong kind of value'
@@ -139,6 +107,7 @@ $$;
 -- no spaces, within 64 bits; otherwise Redis's error.
 CREATE OR REPLACE FUNCTION __SCHEMA__.redis_int(s text) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF s IS NULL OR s !~ '^(0|-?[1-9][0-9]{0,18})$'
@@ -155,6 +124,7 @@ $$;
 -- NULL when it is not one (each command raises its own message).
 CREATE OR REPLACE FUNCTION __SCHEMA__.redis_float(s text) RETURNS double precision
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF s ~ '^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$' THEN
@@ -172,6 +142,7 @@ $$;
 -- text that reads back as the same double; integers without exponent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.score_text(x double precision) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 SET extra_float_digits = 1
 AS $$
 BEGIN
@@ -187,6 +158,7 @@ $$;
 -- around allowed): a double, or NULL (Lua nil) when s is no number.
 CREATE OR REPLACE FUNCTION __SCHEMA__.tonumber(s text) RETURNS double precision
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   t text := btrim(s, E' \t\n\r\f\v');
@@ -208,6 +180,7 @@ $$;
 -- Lua's error.
 CREATE OR REPLACE FUNCTION __SCHEMA__.arith(s text) RETURNS double precision
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   n double precision := tonumber(s);
@@ -225,6 +198,7 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.math_max(a double precision, b double precision)
 RETURNS double precision
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF a IS NULL OR b IS NULL THEN
@@ -239,6 +213,7 @@ $$;
 -- lua_tostring, that is "%.14g" (integers below 1e14 in full).
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_tostring(x double precision) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 SET extra_float_digits = -1
 AS $$
 BEGIN
@@ -254,6 +229,7 @@ $$;
 -- string.format('%d', x) in Redis's Lua 5.1: the number cast to a C long.
 CREATE OR REPLACE FUNCTION __SCHEMA__.fmt_d(x double precision) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF x IS NULL THEN
@@ -271,12 +247,14 @@ $$;
 -- function is planned again at every call.)
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_integer(x double precision) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$ BEGIN RETURN trunc(x)::bigint; END $$;
 
 -- Redis Cluster's hash tag of a key: the text between the first `{` and the
 -- next `}` when not empty, else the whole key.
 CREATE OR REPLACE FUNCTION __SCHEMA__.hash_tag(k text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   open integer := strpos(k, '{');
@@ -296,12 +274,14 @@ $$;
 -- the keys of one hash tag: hashtextextended(tag, 1785).
 CREATE OR REPLACE FUNCTION __SCHEMA__.tag_lock_id(k text) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$ BEGIN RETURN hashtextextended(hash_tag(k), 1785); END $$;
 
 -- Taken by every primitive that writes, so each is atomic on its own. Inside
 -- a script (the clock is frozen) the script holds its tags' locks already.
 CREATE OR REPLACE FUNCTION __SCHEMA__.lock_key(k text) RETURNS void
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF current_setting('fencelock.script_clock', true) <> '' THEN
@@ -315,6 +295,7 @@ $$;
 -- script (see the top of this file), else clock_timestamp().
 CREATE OR REPLACE FUNCTION __SCHEMA__.clock_us() RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   frozen text := current_setting('fencelock.script_clock', true);
@@ -328,15 +309,18 @@ $$;
 
 CREATE OR REPLACE FUNCTION __SCHEMA__.us_timestamp(us bigint) RETURNS timestamptz
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$ BEGIN RETURN timestamptz 'epoch' + us * interval '1 microsecond'; END $$;
 
 CREATE OR REPLACE FUNCTION __SCHEMA__.timestamp_us(t timestamptz) RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$ BEGIN RETURN (extract(epoch FROM t) * 1000000)::bigint; END $$;
 
 -- The expiry `ms` milliseconds from now, or Redis's error for a bad one.
 CREATE OR REPLACE FUNCTION __SCHEMA__.expiry_in(ms bigint, command text) RETURNS timestamptz
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   now_us bigint := clock_us();
@@ -355,6 +339,7 @@ $$;
 -- the same key is never deleted by mistake).
 CREATE OR REPLACE FUNCTION __SCHEMA__.live_key(k text, OUT kind text, OUT value text, OUT expires_at timestamptz)
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   now_at timestamptz;
@@ -376,6 +361,7 @@ $$;
 -- NULL when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.kind_of(k text, expected text) RETURNS text
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   found_kind text;
@@ -391,6 +377,7 @@ $$;
 -- Creates an aggregate key of `expected` kind when absent (after kind_of).
 CREATE OR REPLACE FUNCTION __SCHEMA__.create_key(k text, expected text) RETURNS void
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF kind_of(k, expected) IS NULL THEN
@@ -402,6 +389,7 @@ $$;
 -- Deletes an aggregate key left without members, as Redis does.
 CREATE OR REPLACE FUNCTION __SCHEMA__.drop_if_empty(k text) RETURNS void
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   DELETE FROM keys t
@@ -416,6 +404,7 @@ $$;
 -- A score range bound of ZRANGEBYSCORE / ZCOUNT: `(` makes it exclusive.
 CREATE OR REPLACE FUNCTION __SCHEMA__.score_bound(s text, OUT bound double precision, OUT exclusive boolean)
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   exclusive := left(s, 1) = '(';
@@ -435,6 +424,7 @@ $$;
 -- GET key: the string, NULL when absent; WRONGTYPE on another kind.
 CREATE OR REPLACE FUNCTION __SCHEMA__.get(k text) RETURNS text
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   found_kind text;
@@ -453,6 +443,7 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.set(k text, v text, VARIADIC options text[] DEFAULT '{}')
 RETURNS text
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   i integer := 1;
@@ -491,6 +482,7 @@ $$;
 -- DEL key [key ...]: how many live keys were deleted.
 CREATE OR REPLACE FUNCTION __SCHEMA__.del(VARIADIC ks text[]) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   k text;
@@ -512,6 +504,7 @@ $$;
 -- twice counts twice, as in Redis).
 CREATE OR REPLACE FUNCTION __SCHEMA__."exists"(VARIADIC ks text[]) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   k text;
@@ -531,6 +524,7 @@ $$;
 -- millisecond (both truncated), never below 0.
 CREATE OR REPLACE FUNCTION __SCHEMA__.pttl(k text) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   found_kind text;
@@ -550,6 +544,7 @@ $$;
 -- it, as Redis does), 0 when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.pexpire(k text, ms text) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   delta bigint := redis_int(ms);
@@ -571,6 +566,7 @@ $$;
 -- Redis's errors for a value that is no integer or would overflow.
 CREATE OR REPLACE FUNCTION __SCHEMA__.incr(k text) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   found_kind text;
@@ -597,6 +593,7 @@ $$;
 -- MGET key [key ...]: each key's string, NULL when absent or of another kind.
 CREATE OR REPLACE FUNCTION __SCHEMA__.mget(VARIADIC ks text[]) RETURNS text[]
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   k text;
@@ -619,6 +616,7 @@ $$;
 -- (a member already there gets the new score and does not count).
 CREATE OR REPLACE FUNCTION __SCHEMA__.zadd(k text, VARIADIC score_members text[]) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   n integer := coalesce(cardinality(score_members), 0);
@@ -648,6 +646,7 @@ $$;
 -- ZREM key member [member ...]: how many were removed; an emptied key goes.
 CREATE OR REPLACE FUNCTION __SCHEMA__.zrem(k text, VARIADIC members text[]) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   removed bigint;
@@ -671,6 +670,7 @@ $$;
 -- ZSCORE key member: the score (as Redis writes it), NULL when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.zscore(k text, m text) RETURNS text
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF kind_of(k, 'zset') IS NULL THEN
@@ -683,6 +683,7 @@ $$;
 -- ZRANK key member: the 0-based rank by (score, member), NULL when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.zrank(k text, m text) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   s double precision;
@@ -704,6 +705,7 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.zrange(k text, start text, stop text, VARIADIC options text[] DEFAULT '{}')
 RETURNS text[]
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   first bigint := redis_int(start);
@@ -747,6 +749,7 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.zrangebyscore(k text, min text, max text, VARIADIC options text[] DEFAULT '{}')
 RETURNS text[]
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   low record := score_bound(min);
@@ -779,6 +782,7 @@ $$;
 -- ZCOUNT key min max: how many members have a score in the range.
 CREATE OR REPLACE FUNCTION __SCHEMA__.zcount(k text, min text, max text) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   low record := score_bound(min);
@@ -797,6 +801,7 @@ $$;
 -- SADD key member [member ...]: how many were added.
 CREATE OR REPLACE FUNCTION __SCHEMA__.sadd(k text, VARIADIC members text[]) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   added bigint;
@@ -816,6 +821,7 @@ $$;
 -- SREM key member [member ...]: how many were removed; an emptied key goes.
 CREATE OR REPLACE FUNCTION __SCHEMA__.srem(k text, VARIADIC members text[]) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   removed bigint;
@@ -839,6 +845,7 @@ $$;
 -- SMEMBERS key: the members (in byte order; Redis promises no order).
 CREATE OR REPLACE FUNCTION __SCHEMA__.smembers(k text) RETURNS text[]
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF kind_of(k, 'set') IS NULL THEN
@@ -851,6 +858,7 @@ $$;
 -- HSET key field value [field value ...]: how many fields were new.
 CREATE OR REPLACE FUNCTION __SCHEMA__.hset(k text, VARIADIC field_values text[]) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   n integer := coalesce(cardinality(field_values), 0);
@@ -874,6 +882,7 @@ $$;
 -- HGET key field: the value, NULL when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.hget(k text, f text) RETURNS text
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF kind_of(k, 'hash') IS NULL THEN
@@ -886,6 +895,7 @@ $$;
 -- HMGET key field [field ...]: each field's value, NULL when absent.
 CREATE OR REPLACE FUNCTION __SCHEMA__.hmget(k text, VARIADIC fs text[]) RETURNS text[]
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF coalesce(cardinality(fs), 0) = 0 THEN
@@ -903,6 +913,7 @@ $$;
 -- TIME: {unix seconds, microseconds} of the server's clock, as strings.
 CREATE OR REPLACE FUNCTION __SCHEMA__."time"() RETURNS text[]
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   us bigint := clock_us();
@@ -934,6 +945,7 @@ AS $$ BEGIN RETURN ('x' || left(md5(channel), 16))::bit(64)::bigint; END $$;
 -- NOTIFY cannot carry (8000 bytes or more) is not sent and reaches nobody: 0.
 CREATE OR REPLACE FUNCTION __SCHEMA__.publish(channel text, message text) RETURNS bigint
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   lock_id bigint := listener_key(channel);
@@ -1026,6 +1038,7 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.enter_script(script text, keys text[], args text[], nkeys integer, nargs integer)
 RETURNS void
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   lock_id bigint;
@@ -1044,6 +1057,7 @@ $$;
 
 CREATE OR REPLACE FUNCTION __SCHEMA__.leave_script() RETURNS void
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   PERFORM set_config('fencelock.script_clock', '', true);
@@ -1056,6 +1070,7 @@ $$;
 -- end
 CREATE OR REPLACE FUNCTION __SCHEMA__.decimal_less(a text, b text) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   IF octet_length(a) <> octet_length(b) THEN RETURN octet_length(a) < octet_length(b); END IF;
@@ -1069,6 +1084,7 @@ $$;
 -- end
 CREATE OR REPLACE FUNCTION __SCHEMA__.now_ms() RETURNS double precision
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   t text[] := "time"();
@@ -1081,6 +1097,7 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.drop_expired(queue text, leases text, now double precision)
 RETURNS void
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   gone text[];
@@ -1101,6 +1118,7 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.hand_off(lock text, queue text, leases text, window_ms text, counted text)
 RETURNS void
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   prefix text;
@@ -1142,6 +1160,7 @@ $$;
 CREATE OR REPLACE FUNCTION __SCHEMA__.enter_queue(queue text, leases text, waiter text, asked double precision,
   lease_ms double precision, now double precision, OUT ticket double precision, OUT rank double precision)
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   last text;
@@ -1181,6 +1200,7 @@ $$;
 -- local function has_readers(readers)
 CREATE OR REPLACE FUNCTION __SCHEMA__.has_readers(readers text) RETURNS boolean
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   key text;
@@ -1200,6 +1220,7 @@ $$;
 -- local function writer_ahead(queue, writers, ticket)
 CREATE OR REPLACE FUNCTION __SCHEMA__.writer_ahead(queue text, writers text, ticket double precision) RETURNS text
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   first text[];
@@ -1233,6 +1254,7 @@ $$;
 -- ACQUIRE(KEYS = {lock, fence, queue, leases}, ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_acquire(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   lock text; queue text; leases text; waiter text;
@@ -1338,6 +1360,7 @@ $$;
 -- RELEASE(KEYS = {lock, queue, leases}, ARGV = {token, window_ms, counted})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_release(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   current text;
@@ -1368,6 +1391,7 @@ $$;
 -- LEAVE(KEYS = {lock, queue, leases}, ARGV = {waiter, window_ms, counted})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_leave(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 BEGIN
   -- redis.call('ZREM', KEYS[2], ARGV[1])
@@ -1389,6 +1413,7 @@ $$;
 -- EXTEND(KEYS = {lock}, ARGV = {token, ttl_ms})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_extend(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   current text;
@@ -1412,6 +1437,7 @@ $$;
 -- RAISE_FENCE(KEYS = {fence}, ARGV = {token})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_raise_fence(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   current text;
@@ -1433,6 +1459,7 @@ $$;
 -- FENCED_SET(KEYS = {data}, ARGV = {token, holder, value})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_fenced_set(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   stored text[];
@@ -1456,6 +1483,7 @@ $$;
 -- FENCED_GET(KEYS = {data})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_fenced_get(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   fields text[];
@@ -1472,6 +1500,7 @@ $$;
 -- STATUS(KEYS = {lock, fence, leases})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_status(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   exists_ bigint;  -- `exists` is an SQL keyword
@@ -1501,6 +1530,7 @@ $$;
 -- ANNOUNCE(KEYS = {lock, leader}, ARGV = {token, epoch, value})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_announce(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   prefix text;
@@ -1524,6 +1554,7 @@ $$;
 -- LEADER(KEYS = {lock, leader})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_leader(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   token text;
@@ -1550,6 +1581,7 @@ $$;
 --             ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair, permits, window_ms, counted})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_sem_acquire(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   queue text; leases text; waiter text;
@@ -1689,6 +1721,7 @@ $$;
 -- SEM_LEAVE(KEYS = {queue, leases, slot…}, ARGV = {waiter, window_ms, counted})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_sem_leave(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   slots text[];
@@ -1721,6 +1754,7 @@ $$;
 -- SEM_UNDO(KEYS = {slot…}, ARGV = {token})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_sem_undo(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   slots text[];
@@ -1746,6 +1780,7 @@ $$;
 -- SEM_HOLDERS(KEYS = {slot…})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_sem_holders(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   slots text[];
@@ -1770,6 +1805,7 @@ $$;
 --               ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_write_acquire(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   lock text; queue text; leases text; waiter text;
@@ -1869,6 +1905,7 @@ $$;
 --              ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_read_acquire(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   lock text; queue text; leases text; writers text; waiter text;
@@ -1976,6 +2013,7 @@ $$;
 -- READ_RELEASE(KEYS = {reader, write, queue, leases, readers}, ARGV = {token, window_ms, counted})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_read_release(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   current text;
