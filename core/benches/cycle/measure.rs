@@ -49,7 +49,7 @@ pub struct Measurement {
 }
 
 impl Measurement {
-    fn merge(&mut self, other: Measurement) {
+    pub fn merge(&mut self, other: Measurement) {
         self.samples.extend(other.samples);
         self.window += other.window;
         self.errors += other.errors;
@@ -61,7 +61,7 @@ impl Measurement {
         self.server_commands += other.server_commands;
     }
 
-    fn sort(&mut self) {
+    pub fn sort(&mut self) {
         self.samples.sort_unstable();
     }
 
@@ -104,16 +104,17 @@ impl Measurement {
 
 /// What a measurement runs: how many tasks, and which node processes' CPU to count.
 #[derive(Clone, Copy)]
-struct Setup<'a> {
-    tasks: usize,
-    server_pids: &'a [u32],
-    /// One plain connection per node, for its `INFO stats`.
-    probes: &'a [MultiplexedConnection],
+pub struct Setup<'a> {
+    pub tasks: usize,
+    pub server_pids: &'a [u32],
+    /// One plain connection per node, for its `INFO stats` (none for a
+    /// server that has no such counters).
+    pub probes: &'a [MultiplexedConnection],
 }
 
 /// Runs `cycle` in a loop from `setup.tasks` tasks, each on its own key, for
 /// `WARM_UP` unrecorded and then `MEASURED` recorded.
-async fn measure<F, Fut>(setup: Setup<'_>, cycle: F) -> Measurement
+pub async fn measure<F, Fut>(setup: Setup<'_>, cycle: F) -> Measurement
 where
     F: Fn(Arc<str>, u64) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = CycleResult> + Send + 'static,

@@ -25,19 +25,35 @@
 //! Run it with `cargo bench -p fencelock --bench postgres` (about a minute
 //! after the build). Results are in docs/performance.md.
 
+// The cycle bench's measuring, shared as it is: `measure` runs a cycle from
+// many tasks and times it (and its floor and node statistics, which it
+// needs, come along unused).
+#[allow(dead_code)]
+#[path = "../cycle/floor.rs"]
+mod floor;
+#[allow(dead_code)]
+#[path = "../cycle/measure.rs"]
+mod measure;
 #[allow(dead_code)]
 #[path = "../cycle/proc.rs"]
 mod proc;
+#[allow(dead_code)]
+#[path = "../cycle/server_stats.rs"]
+mod server_stats;
+#[allow(dead_code)]
+#[path = "../cycle/util.rs"]
+mod util;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fencelock::{Client, LockOptions};
 use fencelock_harness::PostgresNode;
 use tokio_postgres::NoTls;
 
-use proc::{cores, cpu_time, load_average};
+use measure::{CycleResult, MEASURED, Measurement, Setup, WARM_UP, measure};
+use proc::{cores, load_average};
 
 /// Concurrent tasks of each measurement, each cycling on its own key.
 const CONCURRENCY: [usize; 2] = [1, 32];
@@ -45,12 +61,8 @@ const CONCURRENCY: [usize; 2] = [1, 32];
 const TARGET: f64 = 0.85;
 /// Rounds of each side, alternating.
 const ROUNDS: usize = 3;
-const WARM_UP: Duration = Duration::from_millis(300);
-const MEASURED: Duration = Duration::from_millis(1500);
 /// Long enough that no renewal happens within a cycle.
 const TTL: Duration = Duration::from_secs(10);
-
-type CycleResult = Result<(), String>;
 
 #[tokio::main]
 async fn main() {
@@ -76,6 +88,8 @@ async fn main() {
         .expect("a client with unnamed statements");
     let bare = Arc::new(BareSql::connect(&node.url()).await);
     let scripts = Arc::new(Scripts::connect(&node.url()).await);
+    // Every session is open by now, and each backend lives as long as its session.
+    let server_pids = server_pids(postmaster);
 
     for tasks in CONCURRENCY {
         let mut rows = [
@@ -84,47 +98,25 @@ async fn main() {
             ("bare SQL", Measurement::default()),
             ("unnamed", Measurement::default()),
         ];
-        for round in 0..ROUNDS {
-            let side = |name: &'static str| format!("{name}:{tasks}:{round}");
+        for _ in 0..ROUNDS {
+            let setup = Setup {
+                tasks,
+                server_pids: &server_pids,
+                probes: &[],
+            };
             let scripts = scripts.clone();
             rows[0].1.merge(
-                measure(postmaster, tasks, side("floor"), move |key, seq| {
+                measure(setup, move |key, seq| {
                     let scripts = scripts.clone();
                     async move { scripts.cycle(&key, seq).await }
                 })
                 .await,
             );
-            let client = client.clone();
-            rows[1].1.merge(
-                measure(postmaster, tasks, side("ours"), move |key, _| {
-                    let client = client.clone();
-                    async move {
-                        let lock = client
-                            .acquire(&key, LockOptions::new(TTL).wait(Duration::ZERO))
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        lock.release().await.map_err(|e| e.to_string())
-                    }
-                })
-                .await,
-            );
-            let pooled = pooled.clone();
-            rows[3].1.merge(
-                measure(postmaster, tasks, side("unnamed"), move |key, _| {
-                    let client = pooled.clone();
-                    async move {
-                        let lock = client
-                            .acquire(&key, LockOptions::new(TTL).wait(Duration::ZERO))
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        lock.release().await.map_err(|e| e.to_string())
-                    }
-                })
-                .await,
-            );
+            rows[1].1.merge(measure(setup, ours(&client)).await);
+            rows[3].1.merge(measure(setup, ours(&pooled)).await);
             let bare = bare.clone();
             rows[2].1.merge(
-                measure(postmaster, tasks, side("bare"), move |key, seq| {
+                measure(setup, move |key, seq| {
                     let bare = bare.clone();
                     async move { bare.cycle(&key, seq).await }
                 })
@@ -135,6 +127,23 @@ async fn main() {
     }
     println!("load average at the end: {}", load_average());
 }
+
+/// fencelock's cycle: `acquire` (no wait) then `release`, through `client`.
+fn ours(client: &Client) -> impl Fn(Arc<str>, u64) -> BoxedCycle + Clone + Send + 'static {
+    let client = client.clone();
+    move |key, _| {
+        let client = client.clone();
+        Box::pin(async move {
+            let lock = client
+                .acquire(&key, LockOptions::new(TTL).wait(Duration::ZERO))
+                .await
+                .map_err(|e| e.to_string())?;
+            lock.release().await.map_err(|e| e.to_string())
+        })
+    }
+}
+
+type BoxedCycle = std::pin::Pin<Box<dyn Future<Output = CycleResult> + Send>>;
 
 fn print_rows(tasks: usize, rows: &mut [(&str, Measurement)]) {
     println!(
@@ -155,14 +164,14 @@ fn print_rows(tasks: usize, rows: &mut [(&str, Measurement)]) {
         "server CPU µs/cyc"
     );
     for (name, m) in rows.iter_mut() {
-        m.samples.sort_unstable();
+        m.sort();
         let (client_cpu, server_cpu) = m.cpu_per_cycle();
         println!(
             "   {:<10} {:>8} {:>8} {:>8} {:>10.0} {:>7} {:>18.1} {:>18.1}",
             name,
             m.samples.len(),
-            m.quantile(0.5).as_micros(),
-            m.quantile(0.99).as_micros(),
+            m.p50().as_micros(),
+            m.p99().as_micros(),
             m.per_second(),
             m.errors,
             client_cpu,
@@ -179,7 +188,7 @@ fn print_rows(tasks: usize, rows: &mut [(&str, Measurement)]) {
     println!("   fencelock / floor, throughput  {throughput:.2}×  ≥ {TARGET:.2}×  {verdict}");
     println!(
         "   fencelock / floor, p50         {:.2}×",
-        ours.quantile(0.5).as_secs_f64() / floor.quantile(0.5).as_secs_f64().max(f64::EPSILON)
+        ours.p50().as_secs_f64() / floor.p50().as_secs_f64().max(f64::EPSILON)
     );
     println!(
         "   unnamed / fencelock, throughput {:.2}×   (fencelock_pooler=transaction: no prepared statement)",
@@ -191,108 +200,16 @@ fn print_rows(tasks: usize, rows: &mut [(&str, Measurement)]) {
     );
 }
 
-/// Cycle latencies and CPU time of one side.
-#[derive(Default)]
-struct Measurement {
-    samples: Vec<Duration>,
-    window: Duration,
-    errors: u64,
-    first_error: Option<String>,
-    all_cycles: u64,
-    client_cpu: Duration,
-    server_cpu: Duration,
-}
-
-impl Measurement {
-    fn merge(&mut self, other: Measurement) {
-        self.samples.extend(other.samples);
-        self.window += other.window;
-        self.errors += other.errors;
-        self.first_error = self.first_error.take().or(other.first_error);
-        self.all_cycles += other.all_cycles;
-        self.client_cpu += other.client_cpu;
-        self.server_cpu += other.server_cpu;
-    }
-
-    fn quantile(&self, q: f64) -> Duration {
-        if self.samples.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = (q * self.samples.len() as f64).ceil() as usize;
-        self.samples[rank.clamp(1, self.samples.len()) - 1]
-    }
-
-    fn per_second(&self) -> f64 {
-        self.samples.len() as f64 / self.window.as_secs_f64().max(f64::EPSILON)
-    }
-
-    fn cpu_per_cycle(&self) -> (f64, f64) {
-        let cycles = self.all_cycles.max(1) as f64;
-        let micros = |d: Duration| d.as_secs_f64() * 1e6;
-        (micros(self.client_cpu) / cycles, micros(self.server_cpu) / cycles)
-    }
-}
-
-/// Runs `cycle` from `tasks` tasks, each on its own key, for `WARM_UP`
-/// unrecorded and then `MEASURED` recorded.
-async fn measure<F, Fut>(postmaster: u32, tasks: usize, side: String, cycle: F) -> Measurement
-where
-    F: Fn(Arc<str>, u64) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = CycleResult> + Send + 'static,
-{
-    let (client_cpu, server_cpu) = (cpu_time("self"), server_cpu_time(postmaster));
-    let record_from = Instant::now() + WARM_UP;
-    let stop_at = record_from + MEASURED;
-    let handles: Vec<_> = (0..tasks)
-        .map(|task| {
-            let key: Arc<str> = format!("bench:{side}:{task}").into();
-            let cycle = cycle.clone();
-            tokio::spawn(async move {
-                let mut out = Measurement::default();
-                for seq in 0u64.. {
-                    let began = Instant::now();
-                    if began >= stop_at {
-                        break;
-                    }
-                    let result = cycle(key.clone(), seq).await;
-                    out.all_cycles += 1;
-                    if began < record_from {
-                        continue;
-                    }
-                    match result {
-                        Ok(()) => out.samples.push(began.elapsed()),
-                        Err(err) => {
-                            out.errors += 1;
-                            out.first_error.get_or_insert(err);
-                        }
-                    }
-                }
-                out
-            })
-        })
-        .collect();
-    let mut total = Measurement::default();
-    for handle in handles {
-        total.merge(handle.await.expect("a benchmark task panicked"));
-    }
-    total.window = record_from.elapsed();
-    total.client_cpu = cpu_time("self").saturating_sub(client_cpu);
-    total.server_cpu = server_cpu_time(postmaster).saturating_sub(server_cpu);
-    total
-}
-
-/// CPU time of the postmaster and its children (the backends, which live
-/// as long as their sessions, so none exits mid-measurement).
-fn server_cpu_time(postmaster: u32) -> Duration {
-    let children: Duration = std::fs::read_dir("/proc")
+/// The postmaster and its children, the backends (whose CPU time the
+/// measurements count).
+fn server_pids(postmaster: u32) -> Vec<u32> {
+    let children = std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| parent_of(*pid) == Some(postmaster))
-        .map(|pid| cpu_time(&pid.to_string()))
-        .sum();
-    children + cpu_time(&postmaster.to_string())
+        .filter(|pid| parent_of(*pid) == Some(postmaster));
+    std::iter::once(postmaster).chain(children).collect()
 }
 
 fn parent_of(pid: u32) -> Option<u32> {

@@ -110,10 +110,19 @@ pub(crate) fn scratch_dir(what: &str) -> PathBuf {
     dir
 }
 
-/// The data directory initdb made once for this process.
+/// The directory of this process's template cluster, once made.
+static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
+
+/// The directory holding the cluster (`data`) initdb made once for this
+/// process. It is removed when the process exits; one left by a process that was killed is
+/// removed by the next process that makes its own.
 fn template() -> &'static Path {
-    static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
+        remove_dirs_of_gone_processes();
+        // SAFETY: atexit with a function that only removes files.
+        unsafe {
+            libc::atexit(remove_template);
+        }
         let dir = scratch_dir("template");
         let password_file = dir.join("pwfile");
         std::fs::write(&password_file, SUPERUSER_PASSWORD).expect("write the password file");
@@ -139,8 +148,40 @@ fn template() -> &'static Path {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        data
+        dir
     })
+}
+
+extern "C" fn remove_template() {
+    if let Some(dir) = TEMPLATE.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Removes the scratch directories (templates, servers) of processes that
+/// no longer run: killed before they could clean up.
+fn remove_dirs_of_gone_processes() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("fencelock-pg-")) else {
+            continue;
+        };
+        let pid = rest
+            .split('-')
+            .nth(1)
+            .and_then(|pid| pid.parse::<libc::pid_t>().ok());
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        let gone = pid.is_some_and(|pid| {
+            let asked = unsafe { libc::kill(pid, 0) };
+            asked != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+        });
+        if gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// A running (or stopped) PostgreSQL server owned by this process.
@@ -180,7 +221,7 @@ impl PostgresNode {
         let dir = scratch_dir("node");
         let status = Command::new("cp")
             .arg("-a")
-            .arg(template())
+            .arg(template().join("data"))
             .arg(dir.join("data"))
             .status()
             .expect("run cp");
