@@ -392,6 +392,14 @@ def cycle(resource):
     return False
 
 assert cycle("fork:parent:{time.time_ns()}"), records
+# Fork while no record is being delivered: a fork in the middle of a
+# delivery leaves the sink locked in the child (a limitation the core
+# documents), which is not what this test is about.
+quiet_since, seen = time.monotonic(), len(records)
+while time.monotonic() - quiet_since < 0.3:
+    time.sleep(0.02)
+    if len(records) != seen:
+        quiet_since, seen = time.monotonic(), len(records)
 child = os.fork()
 if child == 0:
     os._exit(0 if cycle("fork:child:{time.time_ns()}") else 3)
