@@ -57,7 +57,8 @@ impl Waiter {
     }
 
     /// An attempt is about to go out: until its replies say otherwise, any
-    /// node may queue this waiter (and a cancelled attempt leaves them all).
+    /// node may queue this waiter, once it queues at all (and a cancelled
+    /// attempt leaves them all).
     pub(crate) fn attempting(&mut self) {
         self.queuing = self.queuing || self.client.wakeups.listening();
         let nodes = self.client.nodes.nodes().len().min(128);
