@@ -955,3 +955,22 @@ fn a_role_with_only_the_documented_privileges_migrates_and_locks() {
     .expect_err("a role without the grants");
     assert!(refused.contains("permission denied"), "{refused}");
 }
+
+/// The client's prepared script call is guarded by its marker (core's
+/// `prepared_call`): bound with another marker, as when a pooler hands our
+/// statement's name to a session where another client prepared it, it
+/// answers no row and runs nothing.
+#[test]
+fn a_guarded_call_with_another_marker_runs_nothing() {
+    let node = migrated_node();
+    let call = |marker: &str| {
+        node.sql(&format!(
+            "PREPARE guarded(text, text[], text[], text) AS \
+               SELECT {SCHEMA}.script($1, $2, $3) WHERE $4::text = 'ours'; \
+             EXECUTE guarded('fenced_set', ARRAY['d'], ARRAY['5', '0', 'v'], '{marker}'); \
+             SELECT count(*) FROM {SCHEMA}.keys WHERE key = 'd'"
+        ))
+    };
+    assert_eq!(call("theirs"), "0", "another marker: no row, nothing written");
+    assert_eq!(call("ours"), "1\n1", "our marker: the script ran and wrote");
+}

@@ -18,6 +18,19 @@ use crate::store::StoreError;
 /// The parameter types of a script call: name, KEYS, ARGV.
 pub(super) const CALL_TYPES: [Type; 3] = [Type::TEXT, Type::TEXT_ARRAY, Type::TEXT_ARRAY];
 
+/// The prepared form of a script call, guarded by a marker of this node's
+/// client: `$4` must equal the literal, or the statement returns no row
+/// without running the script. A pooler may bind our statement's name to
+/// a server session where another client prepared that name (another
+/// schema's call, say); that statement then answers with no row, and the
+/// call is sent again unnamed, instead of running someone else's SQL.
+pub(super) fn prepared_call(call: &str, marker: &str) -> String {
+    format!("{call} WHERE $4::text = '{marker}'")
+}
+
+/// The parameter types of the prepared form.
+pub(super) const PREPARED_TYPES: [Type; 4] = [Type::TEXT, Type::TEXT_ARRAY, Type::TEXT_ARRAY, Type::TEXT];
+
 /// One session with the server, and the script call's SQL.
 #[derive(Clone)]
 pub(crate) struct PgConnection {
@@ -29,6 +42,8 @@ pub(crate) struct PgConnection {
     pub(super) prepared: Option<Statement>,
     /// The node's pooler switch, shared by its sessions.
     pub(super) pooler: Arc<PoolerSwitch>,
+    /// The marker `prepared` checks (see [`prepared_call`]).
+    pub(super) marker: Arc<str>,
     /// The statement that lists keys (a SCAN page).
     pub(super) list: Arc<str>,
 }
@@ -56,7 +71,7 @@ impl PoolerSwitch {
     }
 
     /// From now on, every session of the node sends unnamed statements.
-    pub(super) fn found(&self, err: &tokio_postgres::Error) {
+    pub(super) fn found(&self, err: &str) {
         if !self.pooled.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 node = %self.node,
@@ -94,8 +109,15 @@ impl PgConnection {
         args: &[String],
     ) -> std::result::Result<Vec<Row>, StoreError> {
         if let Some(statement) = self.prepared.as_ref().filter(|_| !self.pooler.pooled()) {
-            match self.client.query(statement, &[&script.name, &keys, &args]).await {
-                Err(err) if is_vanished_statement(&err) => self.pooler.found(&err),
+            let marker: &str = &self.marker;
+            match self
+                .client
+                .query(statement, &[&script.name, &keys, &args, &marker])
+                .await
+            {
+                Err(err) if is_vanished_statement(&err) => self.pooler.found(&err.to_string()),
+                // Another client's statement under our statement's name.
+                Ok(rows) if rows.is_empty() => self.pooler.found("another client's statement answered"),
                 rows => return Ok(rows?),
             }
         }

@@ -29,7 +29,7 @@ use tokio_postgres::{AsyncMessage, Client, Socket};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 pub(crate) use call::PgConnection;
-use call::{CALL_TYPES, PoolerSwitch, is_vanished_statement};
+use call::{PREPARED_TYPES, PoolerSwitch, is_vanished_statement, prepared_call};
 pub(crate) use error::classify_postgres_error;
 
 use crate::connection::{Connection, EndNotice, watched};
@@ -58,6 +58,8 @@ pub(crate) struct PgFactory {
     schema: String,
     /// Whether a transaction pooler stands between: no prepared statements.
     pooler: Arc<PoolerSwitch>,
+    /// Random, per client and node: the guard of its prepared statement.
+    marker: Arc<str>,
 }
 
 /// The URL's configuration with the client's credentials and our session settings.
@@ -109,6 +111,7 @@ impl PgFactory {
             tls,
             schema: quote_identifier(&options.schema),
             pooler: Arc::new(PoolerSwitch::new(options.pooled, endpoint.to_string())),
+            marker: format!("{:016x}", crate::token::random_u64()?).into(),
         })
     }
 
@@ -139,6 +142,7 @@ impl PgFactory {
                 call,
                 prepared,
                 pooler: self.pooler.clone(),
+                marker: self.marker.clone(),
                 list,
             }),
             persistence,
@@ -154,10 +158,13 @@ impl PgFactory {
         if self.pooler.pooled() {
             return Ok(None);
         }
-        match client.prepare_typed(call, &CALL_TYPES).await {
+        match client
+            .prepare_typed(&prepared_call(call, &self.marker), &PREPARED_TYPES)
+            .await
+        {
             Ok(statement) => Ok(Some(statement)),
             Err(err) if is_vanished_statement(&err) => {
-                self.pooler.found(&err);
+                self.pooler.found(&err.to_string());
                 Ok(None)
             }
             Err(err) => Err(err.into()),
