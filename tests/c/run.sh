@@ -11,27 +11,8 @@ export FENCELOCK_REDIS_NODES="$root/target/debug/redis-nodes"
 export FENCELOCK_VECTORS="$root/tests/vectors/protocol.json"
 
 echo "== installed layout: pkg-config, shared and static linking"
-prefix="$root/target/c-prefix"
-PROFILE=debug scripts/install-c.sh "$prefix" >/dev/null
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-test "$(pkg-config --modversion fencelock)" = "$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
-mkdir -p target/c-tests
-# shellcheck disable=SC2046 # pkg-config output is meant to be split into flags
-gcc -std=c11 -Wall -Werror examples/c/inventory.c $(pkg-config --cflags --libs fencelock) \
-  -Wl,-rpath,"$prefix/lib" -o target/c-tests/inventory-shared
-# shellcheck disable=SC2046
-gcc -std=c11 -Wall -Werror examples/c/inventory.c $(pkg-config --cflags fencelock) "$prefix/lib/libfencelock.a" \
-  $(pkg-config --libs-only-l --static fencelock | sed 's/-lfencelock//') -o target/c-tests/inventory-static
-coproc nodes { "$FENCELOCK_REDIS_NODES" --nodes 1; }
-read -r line <&"${nodes[0]}"
-url=$(sed 's/.*"\(redis:[^"]*\)".*/\1/' <<<"$line")
-for build in shared static; do
-  FENCELOCK_NODES=$url target/c-tests/inventory-$build "pc-$build-$$" 2 | grep -q "stock of pc-$build-$$: 98" \
-    || { echo "the $build build of the installed library did not work" >&2; exit 1; }
-  echo "inventory example linked $build through pkg-config: ok"
-done
-exec {nodes[1]}>&-
-wait "$nodes_PID"
+PROFILE=debug scripts/install-c.sh "$root/target/c-prefix" >/dev/null
+tests/c/check-installed.sh "$root/target/c-prefix" target/c-tests
 
 run_suite() {
   local label=$1 dir=$2; shift 2
