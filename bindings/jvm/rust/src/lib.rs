@@ -11,11 +11,16 @@
 //! futures (a cancelled coroutine) drops the core's future, which undoes a
 //! partial acquisition; a lock granted to a caller who stopped waiting is
 //! released in the background ([`lock::NativeLock`]).
+//!
+//! The core's events reach the JVM's `System.Logger` through a callback
+//! interface ([`logs::NativeLogSink`]), called on the core's own log
+//! delivery thread.
 
 mod client;
 mod election;
 mod errors;
 mod lock;
+mod logs;
 mod metrics;
 mod shared_locks;
 
@@ -23,6 +28,7 @@ pub use client::{FencedValue, NativeClient, NativeClientOptions, NativeLockOptio
 pub use election::{NativeLeader, NativeObservation};
 pub use errors::{NativeError, NativeNodeReport};
 pub use lock::{NativeLock, NativeLostWatch};
+pub use logs::{NativeLogField, NativeLogLevel, NativeLogRecord, NativeLogSink};
 pub use metrics::{NativeMetrics, NativeNamedCount};
 pub use shared_locks::{NativeRwLock, NativeSemaphore};
 

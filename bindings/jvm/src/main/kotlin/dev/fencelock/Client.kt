@@ -25,9 +25,16 @@ data class FencedValue(val value: String, val fencingToken: Long)
  * other failures are the [FenceLockException] subclass of their kind.
  *
  * The constructor validates the configuration at once ([ConfigException]) and
- * connects in the background; operations wait for the connections.
+ * connects in the background; operations wait for the connections. It also
+ * reads the level of fencelock's logger (see [FenceLockLog]).
  */
 class Client @JvmOverloads constructor(nodes: List<String>, options: ClientOptions = ClientOptions()) : AutoCloseable {
+    init {
+        // Before the client exists, so that its own records (a node
+        // unreachable at start) follow the logger's level.
+        FenceLockLog.beforeClientConnects()
+    }
+
     private val native: NativeClient = translating { NativeClient(options.toNative(nodes)) }
 
     /** The nodes, as URLs without credentials. */
