@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The Python package: a manylinux abi3 wheel (CPython 3.9 and later, one
+# wheel for all), built by maturin and checked by auditwheel.
+#   scripts/package/python.sh build DIST | test DIST     (see scripts/package/common.sh)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+source scripts/package/common.sh
+verb=$1 dist=$2
+# The oldest glibc the wheel promises to run on (2.34: Debian 12, Ubuntu
+# 22.04, RHEL 9 and later); maturin and auditwheel refuse the wheel if the
+# library needs a newer symbol. It is what this machine's glibc (2.36) builds:
+# the Rust standard library links symbols versioned 2.34. An older floor
+# needs a build inside a manylinux container (or maturin --zig).
+manylinux=manylinux_2_34
+wheel_glob="fencelock-$FENCELOCK_VERSION-cp39-abi3-${manylinux}_x86_64*.whl"
+
+# A virtualenv of its own for the build tools, so their versions are the
+# pinned ones whatever else is installed.
+tools_venv() {
+  local venv="${CARGO_TARGET_DIR:-$root/target}/package-venv"
+  if [ ! -x "$venv/bin/maturin" ] || ! "$venv/bin/python" -m pip check >/dev/null 2>&1; then
+    python3 -m venv "$venv"
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q -r bindings/python/requirements-package.txt
+  fi
+  printf '%s\n' "$venv"
+}
+
+build() {
+  local venv wheel
+  venv=$(tools_venv)
+  rm -f "$dist"/fencelock-*.whl
+  "$venv/bin/maturin" build --quiet --release --strip --compatibility "$manylinux" \
+    --manifest-path bindings/python/Cargo.toml --out "$dist" >&2
+  wheel=$(package_artifact "$dist" "$wheel_glob")
+  # auditwheel reads the wheel's ELF files: which glibc symbol versions and
+  # which libraries it needs. It must fit the tag maturin gave it.
+  local report
+  report=$("$venv/bin/auditwheel" show "$wheel" | tr -s ' \n' ' ')
+  if ! grep -qF "is consistent with the following platform tag: \"${manylinux}_x86_64\"" <<<"$report"; then
+    echo "auditwheel: $(basename "$wheel") is not consistent with $manylinux: $report" >&2
+    return 1
+  fi
+  echo "auditwheel: consistent with ${manylinux}_x86_64" >&2
+  basename "$wheel"
+}
+
+# A fresh virtualenv in the sandbox, the wheel installed from DIST (no source
+# build can happen: Rust is off the PATH and pip is given only the wheel),
+# then the front's pytest suite and its examples, run from the repository but
+# importing the installed package.
+test_installed() {
+  local wheel venv py location
+  wheel=$(package_artifact "$dist" "$wheel_glob")
+  venv="$FENCELOCK_SANDBOX/venv"
+  python3 -m venv "$venv"
+  py="$venv/bin/python"
+  export PIP_DISABLE_PIP_VERSION_CHECK=1
+  "$py" -m pip install -q --only-binary=:all: "$wheel"
+  "$py" -m pip install -q -r bindings/python/requirements-test.txt
+  location=$(cd "$FENCELOCK_SANDBOX" && "$py" -c 'import fencelock._native as n; print(n.__file__)')
+  case "$location" in
+    "$venv"/*) echo "fencelock imported from the installed wheel: ${location#"$FENCELOCK_SANDBOX"/}" ;;
+    *) echo "fencelock was imported from $location, not from the installed wheel" >&2; return 1 ;;
+  esac
+  # From bindings/python, as scripts/test-python.sh runs it: the sources are
+  # in bindings/python/python, which is not on sys.path, so `import fencelock`
+  # is the installed package.
+  (cd bindings/python && "$py" -m pytest -q -p no:cacheprovider tests)
+  for example in inventory cron_once web_handler; do
+    # (Their nodes run without AOF; fencelock's warning about it is kept for a failure.)
+    "$py" "examples/python/$example.py" >/dev/null 2>"$FENCELOCK_SANDBOX/example.err" \
+      || { cat "$FENCELOCK_SANDBOX/example.err" >&2; echo "examples/python/$example.py failed" >&2; return 1; }
+  done
+  echo "examples/python: inventory, cron_once, web_handler ran"
+}
+
+case "$verb" in
+  build) build ;;
+  test) test_installed ;;
+  *) echo "usage: $0 build|test DIST" >&2; exit 2 ;;
+esac
