@@ -51,22 +51,4 @@ export FENCELOCK_VECTORS="$root/tests/vectors/protocol.json"
 echo "== Go example against one harness node: two copies at once"
 mkdir -p target/go
 (cd examples/go && go build -o "$root/target/go/inventory" .)
-coproc NODES { exec "$FENCELOCK_REDIS_NODES" --nodes 1; }
-nodes_pid=$NODES_PID
-read -r first_line <&"${NODES[0]}"
-url=$(printf '%s\n' "$first_line" | grep -o 'redis://[^"]*' | head -n 1)
-sku="go-$$"
-status=0
-FENCELOCK_NODES="$url" target/go/inventory "$sku" 3 >/dev/null &
-other=$!
-FENCELOCK_NODES="$url" target/go/inventory "$sku" 3 >/dev/null || status=$?
-wait "$other" || status=$?
-output=$(FENCELOCK_NODES="$url" target/go/inventory "$sku" 0) || status=$?
-exec {NODES[1]}>&-  # end of stdin stops the node
-wait "$nodes_pid" || true
-printf '%s\n' "$output"
-if [ "$status" != 0 ] || ! grep -q "^stock of $sku: 94 " <<<"$output"; then
-  echo "example: unexpected output or exit status $status" >&2
-  exit 1
-fi
-echo "example: ok"
+examples/go/check.sh target/go/inventory
