@@ -8,12 +8,10 @@ const assert = require('node:assert/strict')
 const { execFileSync } = require('node:child_process')
 const path = require('node:path')
 const { RedisNodes, unique } = require('./helpers.js')
-
-const PACKAGE = path.resolve(__dirname, '..')
 const TS = path.join(__dirname, 'ts')
 
 test('TypeScript `await using` releases the lock (and resigns a leadership, releases a permit, a reader and a writer) at block exit', async () => {
-  const tsc = require.resolve('typescript/bin/tsc', { paths: [PACKAGE] })
+  const tsc = require.resolve('typescript/bin/tsc')
   execFileSync(process.execPath, [tsc, '-p', path.join(TS, 'tsconfig.json')], { stdio: 'inherit' })
   const nodes = await RedisNodes.start(1)
   try {

@@ -17,7 +17,7 @@ const {
   NotAcquiredError,
   NotHeldError,
   MAX_LEADER_VALUE,
-} = require('..')
+} = require('fencelock')
 const { RedisNodes, unique, eventually } = require('./helpers.js')
 
 /** How soon an observer learns of a new leader by push (the core re-reads only every 2 s). */

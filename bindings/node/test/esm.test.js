@@ -6,10 +6,10 @@
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { execFileSync } = require('node:child_process')
-const cjs = require('..')
+const cjs = require('fencelock')
 
 test('ESM entry exports the same objects as the CommonJS one', async () => {
-  const esm = await import('../index.mjs')
+  const esm = await import('fencelock')
   for (const name of Object.keys(cjs)) assert.equal(esm[name], cjs[name], name)
   assert.equal(esm.default, cjs)
   const out = execFileSync(

@@ -8,10 +8,7 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
-const path = require('node:path')
-const { RedisNodes } = require('./helpers.js')
-
-const PACKAGE = path.resolve(__dirname, '..')
+const { RedisNodes, PACKAGE } = require('./helpers.js')
 const DEADLINE_MS = 15000
 
 let nodes

@@ -5,7 +5,7 @@
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { Client } = require('..')
+const { Client } = require('fencelock')
 const { RedisNodes, unique, eventually } = require('./helpers.js')
 
 const queueKey = (resource) => `fencelock:{${resource}}:queue`

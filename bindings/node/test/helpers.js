@@ -13,6 +13,13 @@ const readline = require('node:readline')
 
 const ROOT = path.resolve(__dirname, '..', '..', '..')
 
+// The package under test, reached by its name as a user's code reaches it:
+// in the repository that is bindings/node itself (a package may require its
+// own name through "exports"); in scripts/package/node.sh, which copies these
+// tests into a project that installed the packed tarballs, it is that
+// project's node_modules/fencelock.
+const PACKAGE = path.dirname(require.resolve('fencelock/package.json'))
+
 function harnessPath() {
   if (process.env.FENCELOCK_REDIS_NODES) return process.env.FENCELOCK_REDIS_NODES
   const targetDir = process.env.CARGO_TARGET_DIR ?? path.join(ROOT, 'target')
@@ -146,4 +153,4 @@ async function eventually(check, { timeoutMs = 20000, intervalMs = 10 } = {}) {
   }
 }
 
-module.exports = { RedisNodes, unique, eventually, ROOT }
+module.exports = { RedisNodes, unique, eventually, ROOT, PACKAGE }

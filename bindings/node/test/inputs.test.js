@@ -6,8 +6,9 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { Client, ConfigError, Fence, InvalidArgumentError, MAX_RESOURCE_LEN } = require('..')
-const { RedisNodes, unique } = require('./helpers.js')
+const path = require('node:path')
+const { Client, ConfigError, Fence, InvalidArgumentError, MAX_RESOURCE_LEN } = require('fencelock')
+const { RedisNodes, unique, PACKAGE } = require('./helpers.js')
 
 let nodes
 let client
@@ -144,7 +145,7 @@ test("tlsMinVersion: '1.2' and '1.3' work, anything else is a TypeError or Range
     })
   }
   // The native module guards itself the same way when called directly.
-  const { NativeClient } = require('../native.js')
+  const { NativeClient } = require(path.join(PACKAGE, 'native.js'))
   assert.throws(() => new NativeClient({ nodes: nodes.urls, tlsMinVersion: '1.1' }), {
     name: 'RangeError',
     message: `tlsMinVersion must be '1.2' or '1.3', got "1.1"`,
@@ -163,7 +164,7 @@ test("tlsMinVersion: '1.2' and '1.3' work, anything else is a TypeError or Range
 
 test('the native lock functions refuse anything but a live lock handle', () => {
   // index.js keeps the handles private; called directly, the addon checks them itself.
-  const native = require('../native.js')
+  const native = require(path.join(PACKAGE, 'native.js'))
   const functions = ['lockFencingToken', 'lockResource', 'lockIsHeld', 'lockRemainingMs', 'lockStatus', 'lockRenewals']
   functions.push('lockRelease', 'lockExtend', 'lockWatchLost')
   for (const name of functions) {

@@ -7,7 +7,7 @@
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const net = require('node:net')
-const { Client, FenceLockError } = require('..')
+const { Client, FenceLockError } = require('fencelock')
 const { RedisNodes, unique, eventually } = require('./helpers.js')
 
 /** A proxy to `url` that delays server-to-client bytes by `proxy.delayMs`. */

@@ -13,7 +13,7 @@ const {
   NotHeldError,
   StaleTokenError,
   ClosedError,
-} = require('..')
+} = require('fencelock')
 const { RedisNodes, unique } = require('./helpers.js')
 
 let nodes

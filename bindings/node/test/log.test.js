@@ -10,12 +10,9 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const diagnosticsChannel = require('node:diagnostics_channel')
 const { spawn } = require('node:child_process')
-const path = require('node:path')
-const fencelock = require('..')
+const fencelock = require('fencelock')
 const { Client, LOG_CHANNEL, LOG_LEVELS, setLogLevel, getLogLevel } = fencelock
-const { RedisNodes, unique, eventually } = require('./helpers.js')
-
-const PACKAGE = path.resolve(__dirname, '..')
+const { RedisNodes, unique, eventually, PACKAGE } = require('./helpers.js')
 const PASSWORD = 'pw-SECRET-4711'
 
 let nodes

@@ -8,8 +8,8 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { execFileSync } = require('node:child_process')
-const { Client, NotHeldError, InvalidArgumentError, LATENCY_BUCKETS_MS, METRIC_NAMES } = require('..')
-const { registerMetrics } = require('../prometheus.js')
+const { Client, NotHeldError, InvalidArgumentError, LATENCY_BUCKETS_MS, METRIC_NAMES } = require('fencelock')
+const { registerMetrics } = require('fencelock/prometheus')
 const prom = require('prom-client')
 const { RedisNodes, unique, eventually } = require('./helpers.js')
 

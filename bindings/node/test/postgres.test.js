@@ -8,7 +8,7 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const util = require('node:util')
-const { Client, ConfigError, LockLostError, NotAcquiredError, StaleTokenError } = require('..')
+const { Client, ConfigError, LockLostError, NotAcquiredError, StaleTokenError } = require('fencelock')
 const { RedisNodes, unique } = require('./helpers.js')
 
 let pg

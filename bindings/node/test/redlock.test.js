@@ -2,7 +2,7 @@
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { Client, UnavailableError } = require('..')
+const { Client, UnavailableError } = require('fencelock')
 const { RedisNodes, unique } = require('./helpers.js')
 
 test('Redlock over 3 nodes: works with one killed, UnavailableError with two, tokens keep increasing', async () => {

@@ -18,7 +18,7 @@ const {
   NotAcquiredError,
   NotHeldError,
   StaleTokenError,
-} = require('..')
+} = require('fencelock')
 const { RedisNodes, unique, eventually } = require('./helpers.js')
 
 const writeKey = (name) => `fencelock:{${name}}:rw:write`

@@ -16,7 +16,7 @@ const {
   NotAcquiredError,
   NotHeldError,
   MAX_PERMITS,
-} = require('..')
+} = require('fencelock')
 const { RedisNodes, unique, eventually } = require('./helpers.js')
 
 const permitKey = (name, permit) => `fencelock:{${name}}:sem:${permit}`

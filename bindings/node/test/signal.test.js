@@ -2,7 +2,7 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { Client, LockLostError, NotHeldError } = require('..')
+const { Client, LockLostError, NotHeldError } = require('fencelock')
 const { RedisNodes, unique, eventually } = require('./helpers.js')
 
 let nodes

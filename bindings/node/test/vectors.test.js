@@ -9,9 +9,9 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const fencelock = require('..')
+const fencelock = require('fencelock')
 const { Client, FenceLockError, InvalidArgumentError, NotAcquiredError } = fencelock
-const { RedisNodes, ROOT } = require('./helpers.js')
+const { RedisNodes, ROOT, PACKAGE } = require('./helpers.js')
 
 const VECTORS_TEXT = fs.readFileSync(path.join(ROOT, 'tests', 'vectors', 'protocol.json'), 'utf8')
 const VECTORS = JSON.parse(VECTORS_TEXT)
@@ -185,7 +185,7 @@ test('log levels are the vectors: the names, most severe first, and the numbers 
     fencelock.LOG_LEVELS,
     levels.map(({ name }) => name),
   )
-  const native = require('../native.js')
+  const native = require(path.join(PACKAGE, 'native.js'))
   const before = fencelock.getLogLevel()
   try {
     for (const { name, c_value } of levels) {

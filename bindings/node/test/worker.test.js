@@ -7,10 +7,7 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
-const path = require('node:path')
-const { RedisNodes } = require('./helpers.js')
-
-const PACKAGE = path.resolve(__dirname, '..')
+const { RedisNodes, PACKAGE } = require('./helpers.js')
 
 let nodes
 before(async () => {
