@@ -26,17 +26,10 @@ cargo build -q -p fencelock-jvm --features cli
 target="${CARGO_TARGET_DIR:-$root/target}"
 jvm="$root/bindings/jvm"
 
-echo "== uniffi-bindgen (Kotlin, library mode)"
-rm -rf "$jvm/target/generated-sources/uniffi" "$jvm/target/native"
-"$target/debug/uniffi-bindgen" generate --library "$target/debug/libfencelock_jvm.so" \
-  --language kotlin --out-dir "$jvm/target/generated-sources/uniffi" --no-format >/dev/null
-# Where JNA looks on the class path for Native.register("fencelock_jvm") (the
-# generated findLibraryName) on Linux x86-64.
-# Without its debug information (a tenth of the size), when strip is there.
-mkdir -p "$jvm/target/native/linux-x86-64"
-packed="$jvm/target/native/linux-x86-64/libfencelock_jvm.so"
-strip --strip-debug -o "$packed" "$target/debug/libfencelock_jvm.so" 2>/dev/null \
-  || cp "$target/debug/libfencelock_jvm.so" "$packed"
+echo "== uniffi-bindgen (Kotlin, library mode); the library into the jar's resources"
+# Shared with scripts/package/jvm.sh (bindings/jvm/prepare.sh).
+source "$jvm/prepare.sh"
+jvm_prepare "$target/debug" "$jvm/target"
 
 echo "== mvn package (Kotlin and Java tests against real Redis nodes, then the jar)"
 rm -rf "$jvm/target/surefire-reports"
@@ -48,12 +41,7 @@ status=0
 (cd "$jvm" && mvn -q -B -ntp -Dstyle.color=never package dependency:build-classpath \
   -Dmdep.outputFile=target/dependencies.txt -DincludeScope=runtime 2>&1 | sed 's/\x1b\[[0-9;]*m//g'; exit "${PIPESTATUS[0]}") || status=$?
 # Surefire's counts, which -q keeps quiet, as one closing line.
-reports=("$jvm"/target/surefire-reports/TEST-*.xml)
-if [ -e "${reports[0]}" ]; then
-  count() { grep -ho "<testsuite [^>]*" "${reports[@]}" | grep -o " $1=\"[0-9]*\"" | tr -dc '0-9\n' | awk '{ n += $1 } END { print n + 0 }'; }
-  tests=$(count tests) failed=$(( $(count failures) + $(count errors) )) skipped=$(count skipped)
-  echo "jvm: $((tests - failed - skipped)) passed, $failed failed, $skipped skipped"
-fi
+jvm_surefire_summary "$jvm/target/surefire-reports" jvm
 if [ "$status" != 0 ]; then
   echo "mvn failed (exit $status); reports in bindings/jvm/target/surefire-reports" >&2
   exit "$status"
