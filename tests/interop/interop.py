@@ -74,7 +74,17 @@ class Section(NamedTuple):
     extra: str = ""  # a permit's number, or `r` / `w` for a read or write grant
 
 
-JVM_CLASS_PATH = ROOT / "bindings/jvm/target/classpath.txt"
+# Fronts installed from dist/ (scripts/install-fronts.sh, which the demo runs)
+# instead of the repository's builds: DIR/python/venv, DIR/node/node_modules/
+# fencelock, DIR/dotnet/InteropWorker.exe, DIR/jvm/classpath.txt and
+# DIR/go/interop-worker.
+INSTALLED = Path(os.environ["FENCELOCK_INTEROP_FRONTS"]) if os.environ.get("FENCELOCK_INTEROP_FRONTS") else None
+JVM_CLASS_PATH = (INSTALLED / "jvm" if INSTALLED else ROOT / "bindings/jvm/target") / "classpath.txt"
+DOTNET_DIR = INSTALLED / "dotnet" if INSTALLED else TARGET / "dotnet"
+GO_WORKER = (INSTALLED if INSTALLED else TARGET) / "go" / "interop-worker"
+NODE_PACKAGE = INSTALLED / "node/node_modules/fencelock" if INSTALLED else ROOT / "bindings/node"
+# worker.js loads the front from here (inherited by every worker).
+os.environ["FENCELOCK_NODE_PACKAGE"] = str(NODE_PACKAGE)
 
 
 def jvm_class_path() -> str:
@@ -94,24 +104,27 @@ def workers(
         independent = ["--permits", take.split(":")[1]]
     args = [nodes, resource, str(iterations), str(counter), str(log)]
     python = os.environ.get("FENCELOCK_PYTHON", sys.executable)
+    if INSTALLED:
+        python = str(INSTALLED / "python/venv/bin/python")
     return {
         "rust": [str(PROFILE / "interop-worker"), *args],
         "c": [str(PROFILE / "interop-worker-c"), *args],
         "python": [python, str(ROOT / "tests/interop/workers/worker.py"), *args],
         "node": ["node", str(ROOT / "tests/interop/workers/worker.js"), *args],
-        "dotnet": ["mono", str(TARGET / "dotnet" / "InteropWorker.exe"), *args],
+        "dotnet": ["mono", str(DOTNET_DIR / "InteropWorker.exe"), *args],
         # The jar and its dependencies (scripts/test-jvm.sh writes the list);
-        # JNA loads the library from the build instead of unpacking the jar's.
+        # JNA loads the library from the build instead of unpacking the jar's,
+        # except for an installed jar, which carries its own.
         "jvm": [
             "java",
-            f"-Djna.library.path={PROFILE}",
+            *([] if INSTALLED else [f"-Djna.library.path={PROFILE}"]),
             "-cp",
             jvm_class_path(),
             str(ROOT / "tests/interop/workers/Worker.java"),
             *args,
         ],
         # Built by run.sh from tests/interop/workers/go; it links bindings/go's library.
-        "go": [str(TARGET / "go" / "interop-worker"), *args],
+        "go": [str(GO_WORKER), *args],
         "cli": [str(ROOT / "tests/interop/workers/worker.sh"), str(PROFILE / "fencelock"), *args],
         "redis-py": [
             python,
@@ -139,7 +152,9 @@ def missing_part(name: str, command: List[str]) -> "str | None":
         probe = subprocess.run([command[0], "-c", f"import {package}"], capture_output=True)
         return None if probe.returncode == 0 else f"{command[0]} cannot import {package}"
     if name == "node":
-        return None if any((ROOT / "bindings/node").glob("*.node")) else "the Node addon is not built"
+        if INSTALLED:
+            return None if NODE_PACKAGE.exists() else f"{NODE_PACKAGE} is not installed"
+        return None if any(NODE_PACKAGE.glob("*.node")) else "the Node addon is not built"
     if name == "dotnet":
         return None if Path(command[1]).exists() else f"{command[1]} is missing"
     if name == "jvm":
@@ -160,7 +175,10 @@ def in_turn(urls: List[str], languages: List[str]) -> bool:
         for name in languages:
             missing = missing_part(name, commands[name])
             if missing:
-                print(f"   {SHOWN_AS[name]:<14} skipped: {missing}; build it with {BUILD_HINT[name]}")
+                hint = BUILD_HINT[name]
+                if INSTALLED and name in ("python", "node", "dotnet", "jvm", "go"):
+                    hint = "scripts/install-fronts.sh, once its language is installed"
+                print(f"   {SHOWN_AS[name]:<14} skipped: {missing}; build it with {hint}")
                 continue
             done = subprocess.run(commands[name], capture_output=True, text=True, timeout=120)
             if done.returncode != 0:

@@ -11,7 +11,10 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { setTimeout: sleep } = require('node:timers/promises');
-const { Client } = require(path.join(__dirname, '..', '..', '..', 'bindings', 'node'));
+// The repository's front, or an installed package (interop.py says which).
+const { Client } = require(
+  process.env.FENCELOCK_NODE_PACKAGE || path.join(__dirname, '..', '..', '..', 'bindings', 'node'),
+);
 
 // Wall-clock nanoseconds, comparable with the other workers' CLOCK_REALTIME.
 // Date.now() has only millisecond precision, so this waits for its next tick
