@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need from Debian's packages when it is
 # missing: redis-server (real nodes), openssl (test certificates for TLS),
+# python3 with venv,
 # postgresql and pgbouncer (a real server, and a transaction pooler in front
 # of it, for the PostgreSQL store's tests; only their programs are used,
 # never their services), and
@@ -11,6 +12,13 @@
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# Python with venv: the demo's last scene (tests/interop/interop.py) and the
+# Python front's virtualenvs (Debian splits venv's ensurepip into python3-venv).
+if ! command -v python3 >/dev/null 2>&1; then
+  missing+=(python3 python3-venv)
+elif ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+  missing+=(python3-venv)
+fi
 if [ "${FENCELOCK_DEPS_C:-0}" = 1 ]; then
   # Debian keeps initdb and postgres out of PATH, in /usr/lib/postgresql/<version>/bin.
   compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null 2>&1 \

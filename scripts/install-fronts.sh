@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+source scripts/ensure-deps.sh
 source scripts/package/common.sh
 dest=$(realpath -m "$1")
 dist=$(package_dist)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, the protocol model, the Rust suites, the C ABI (plain,
-# ASan/UBSan, valgrind), the Python, Node, .NET, JVM and Go fronts, and the
-# cross-language test, all against real redis-server processes (installing
-# Debian packages that are missing).
+# ASan/UBSan, valgrind), the Python, Node, .NET, JVM and Go fronts, the
+# cross-language test, and the packages in dist/ installed without Rust, all
+# against real redis-server processes (installing Debian packages that are missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FENCELOCK_DEPS_C=1 source scripts/ensure-deps.sh
@@ -37,3 +37,6 @@ for front in python node dotnet jvm go; do
 done
 echo "== one lock, every language"
 tests/interop/run.sh
+echo "== packages (dist/): built, then installed and tested without Rust"
+scripts/package.sh
+scripts/test-packages.sh
