@@ -77,8 +77,8 @@ enum class LogLevel(
  * and when it cannot keep up records are dropped (the next record says how
  * many). An exception a logger throws costs the record it threw on and
  * nothing else: it never reaches a lock operation or the native library.
- * Records name nodes without their credentials and never carry a password
- * or a lock's random token (fencing tokens, which are not secrets, they do).
+ * Records name nodes by their URL without the password and never carry a
+ * password or a lock's random token (fencing tokens, which are not secrets, they do).
  * Forwarding is process-wide.
  */
 object FenceLockLog {
