@@ -355,6 +355,29 @@ func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
 	h.records = append(h.records, r.Clone())
 	return nil
 }
+
+// assertNoSecret fails if any record's message or attribute holds one of secrets.
+func (h *recordingHandler) assertNoSecret(t *testing.T, secrets ...string) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.records {
+		text := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			text += " " + a.Key + "=" + a.Value.String()
+			return true
+		})
+		for _, secret := range secrets {
+			if strings.Contains(text, secret) {
+				t.Fatalf("a record shows a secret: %q", text)
+			}
+		}
+	}
+	if len(h.records) == 0 {
+		t.Fatal("no records to check")
+	}
+}
+
 func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
 
@@ -380,7 +403,15 @@ func (h *recordingHandler) find(resource string, level slog.Level) (slog.Record,
 func TestLogsForwardToSlog(t *testing.T) {
 	ctx := context.Background()
 	n := oneNode(t)
-	c := newClient(t, n.URLs)
+	// An ACL user with a password in the URL: neither the password nor the
+	// lock's token may appear in any record.
+	const password = "slog-Secret-7f3a"
+	n.call(t, 0, "ACL", "SETUSER", "slog-app", "on", ">"+password, "~*", "&*", "+@all")
+	urls := make([]string, len(n.URLs))
+	for i, url := range n.URLs {
+		urls[i] = strings.Replace(url, "redis://", "redis://slog-app:"+password+"@", 1)
+	}
+	c := newClient(t, urls)
 	h := &recordingHandler{level: slog.LevelDebug}
 	if err := ForwardLogs(h); err != nil {
 		t.Fatal(err)
@@ -390,6 +421,10 @@ func TestLogsForwardToSlog(t *testing.T) {
 	lock, err := c.Acquire(ctx, resource, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
+	}
+	token := n.call(t, 0, "GET", "fencelock:{"+resource+"}")
+	if token == "" {
+		t.Fatal("no lock key after the grant")
 	}
 	n.call(t, 0, "DEL", "fencelock:{"+resource+"}")
 	<-lock.Lost()
@@ -418,6 +453,7 @@ func TestLogsForwardToSlog(t *testing.T) {
 	if _, ok := h.find(resource, LevelTrace); ok {
 		t.Fatal("a trace record reached a handler enabled from debug")
 	}
+	h.assertNoSecret(t, password, token)
 	_ = lock.Release(ctx)
 	if err := ForwardLogs(nil); err != nil {
 		t.Fatal(err)
