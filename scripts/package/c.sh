@@ -11,17 +11,13 @@ verb=$1 dist=$2
 name="fencelock-c-$FENCELOCK_VERSION"
 tarball="$name-x86_64-linux-gnu.tar.gz"
 
-build() {
-  local stage
-  stage=$(mktemp -d)
+# The installed layout of scripts/install-c.sh, from the release build.
+fill() {
   # shellcheck disable=SC2016 # ${pcfiledir} is for pkg-config to expand
   FENCELOCK_LIB_DIR=$FENCELOCK_RELEASE_DIR FENCELOCK_PC_PREFIX='${pcfiledir}/../..' \
-    scripts/install-c.sh "$stage/$name" >/dev/null
-  strip --strip-debug "$stage/$name/lib/libfencelock.so" "$stage/$name/lib/libfencelock.a"
-  cp examples/c/inventory.c "$stage/$name/"
-  tar -C "$stage" --owner=0 --group=0 -czf "$dist/$tarball" "$name"
-  rm -rf "$stage"
-  echo "$tarball"
+    scripts/install-c.sh "$1" >/dev/null
+  strip --strip-debug "$1/lib/libfencelock.so" "$1/lib/libfencelock.a"
+  cp examples/c/inventory.c "$1/"
 }
 
 # Unpacked in the sandbox: the pkg-config checks and the inventory example
@@ -44,7 +40,7 @@ test_installed() {
 }
 
 case "$verb" in
-  build) build ;;
+  build) package_tarball "$dist" "$tarball" "$name" fill ;;
   test) test_installed ;;
   *) echo "usage: $0 build|test DIST" >&2; exit 2 ;;
 esac

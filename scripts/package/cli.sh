@@ -9,14 +9,8 @@ verb=$1 dist=$2
 name="fencelock-cli-$FENCELOCK_VERSION"
 tarball="$name-x86_64-linux-gnu.tar.gz"
 
-build() {
-  local stage
-  stage=$(mktemp -d)
-  mkdir "$stage/$name"
-  strip -o "$stage/$name/fencelock" "$FENCELOCK_RELEASE_DIR/fencelock"
-  tar -C "$stage" --owner=0 --group=0 -czf "$dist/$tarball" "$name"
-  rm -rf "$stage"
-  echo "$tarball"
+fill() {
+  strip -o "$1/fencelock" "$FENCELOCK_RELEASE_DIR/fencelock"
 }
 
 # The unpacked binary: its version; a busy lock refused with the documented
@@ -74,7 +68,7 @@ print(next(k["cli_exit"] for k in kinds if k["name"] == "not_acquired"))' tests/
 }
 
 case "$verb" in
-  build) build ;;
+  build) package_tarball "$dist" "$tarball" "$name" fill ;;
   test) test_installed ;;
   *) echo "usage: $0 build|test DIST" >&2; exit 2 ;;
 esac

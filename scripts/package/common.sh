@@ -37,3 +37,15 @@ package_artifact() {
   fi
   printf '%s\n' "$found"
 }
+
+# Packs the directory NAME, which the function FILL fills (it is given the
+# directory's path), as DIST/TARBALL, owned by root, and prints TARBALL.
+package_tarball() {
+  local dist=$1 tarball=$2 name=$3 fill=$4 stage
+  stage=$(mktemp -d)
+  mkdir "$stage/$name"
+  "$fill" "$stage/$name"
+  tar -C "$stage" --owner=0 --group=0 -czf "$dist/$tarball" "$name"
+  rm -rf "$stage"
+  echo "$tarball"
+}
