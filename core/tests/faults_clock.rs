@@ -21,19 +21,24 @@ fn child_entry() {
     faults_support::child::run_child();
 }
 
-/// The shim, compiled once per test run; `None` (with the reason printed) without gcc.
+/// The shim, compiled once per test process into cargo's scratch directory
+/// for tests (one file, replaced by each run rather than one left per
+/// process); `None` (with the reason printed) without gcc.
 fn shim() -> Option<&'static Path> {
     static SHIM: OnceLock<Option<PathBuf>> = OnceLock::new();
     SHIM.get_or_init(|| {
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/faults/clockshift.c");
-        let out = std::env::temp_dir().join(format!("fencelock-clockshift-{}.so", std::process::id()));
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clockshift.so");
+        // Built beside, then renamed: a process still preloading the old file
+        // keeps its inode, and two test processes never write one file at once.
+        let building = out.with_extension(format!("so.{}", std::process::id()));
         let built = Command::new("gcc")
             .args(["-O2", "-shared", "-fPIC", "-o"])
-            .arg(&out)
+            .arg(&building)
             .arg(&source)
             .status();
         match built {
-            Ok(status) if status.success() => Some(out),
+            Ok(status) if status.success() && std::fs::rename(&building, &out).is_ok() => Some(out),
             other => {
                 eprintln!("SKIPPED: cannot build the clockshift shim with gcc ({other:?})");
                 None

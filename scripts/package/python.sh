@@ -7,21 +7,25 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 source scripts/package/common.sh
 verb=$1 dist=$2
-# The oldest glibc the wheel promises to run on (2.34: Debian 12, Ubuntu
-# 22.04, RHEL 9 and later); maturin and auditwheel refuse the wheel if the
-# library needs a newer symbol. It is what this machine's glibc (2.36) builds:
-# the Rust standard library links symbols versioned 2.34. An older floor
-# needs a build inside a manylinux container (or maturin --zig).
-manylinux=manylinux_2_34
-wheel_glob="fencelock-$FENCELOCK_VERSION-cp39-abi3-${manylinux}_x86_64*.whl"
+# The oldest glibc the wheel promises to run on: 2.17 (manylinux2014: RHEL 7,
+# Ubuntu 18.04, Debian 10 and later). maturin builds with zig as the C
+# compiler and linker (--zig), which links against that glibc's symbols
+# whatever glibc this machine has; auditwheel checks the result. The build
+# has a target directory of its own (target/zig): its C compiler differs
+# from the other builds', so sharing one would rebuild ring and everything
+# above it each time either runs.
+manylinux=manylinux_2_17
+wheel_glob="fencelock-$FENCELOCK_VERSION-cp39-abi3-*${manylinux}_x86_64.whl"
 
 # A virtualenv of its own for the build tools, so their versions are the
 # pinned ones whatever else is installed.
 tools_venv() {
   local venv="${CARGO_TARGET_DIR:-$root/target}/package-venv"
-  if [ ! -x "$venv/bin/maturin" ] || ! "$venv/bin/python" -m pip check >/dev/null 2>&1; then
+  # Installed again whenever the pinned list changes (a copy of it marks what is installed).
+  if ! cmp -s bindings/python/requirements-package.txt "$venv/requirements-package.txt"; then
     python3 -m venv "$venv"
     PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q -r bindings/python/requirements-package.txt
+    cp bindings/python/requirements-package.txt "$venv/requirements-package.txt"
   fi
   printf '%s\n' "$venv"
 }
@@ -30,7 +34,9 @@ build() {
   local venv wheel
   venv=$(tools_venv)
   rm -f "$dist"/fencelock-*.whl
-  "$venv/bin/maturin" build --quiet --release --strip --compatibility "$manylinux" \
+  # maturin finds zig through the `ziglang` package of the tools' venv.
+  PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}/zig" \
+    "$venv/bin/maturin" build --quiet --release --strip --zig --compatibility "$manylinux" \
     --manifest-path bindings/python/Cargo.toml --out "$dist" >&2
   wheel=$(package_artifact "$dist" "$wheel_glob")
   # auditwheel reads the wheel's ELF files: which glibc symbol versions and
