@@ -59,7 +59,17 @@ install_dotnet() {
   rm -rf "$out" && mkdir -p "$out"
   # What a NuGet consumer gets: the assembly from lib/ and, beside it, the
   # native library from runtimes/linux-x64/native/.
-  unzip -q -j "$nupkg" 'lib/*/FenceLock.dll' 'runtimes/linux-x64/native/libfencelock.so' -d "$out"
+  python3 - "$nupkg" "$out" <<'EOF'
+import sys, zipfile
+from pathlib import PurePosixPath
+nupkg, out = sys.argv[1:]
+with zipfile.ZipFile(nupkg) as package:
+    for name in package.namelist():
+        path = PurePosixPath(name)
+        if (path.parts[0] == "lib" and path.name == "FenceLock.dll") or name == "runtimes/linux-x64/native/libfencelock.so":
+            with open(f"{out}/{path.name}", "wb") as target:
+                target.write(package.read(name))
+EOF
   mcs -target:exe -out:"$out/InteropWorker.exe" -r:"$out/FenceLock.dll" tests/interop/workers/Worker.cs >/dev/null
 }
 
@@ -91,6 +101,6 @@ echo "installing the fronts from $dist into $dest"
 # (`if`, not `&&`: a failing step inside an install function must stop the script.)
 if have python python3; then install_python; echo "   python: $dest/python/venv"; fi
 if have node node npm; then install_node; echo "   node: $dest/node/node_modules/fencelock"; fi
-if have .NET mono mcs unzip; then install_dotnet; echo "   .NET: $dest/dotnet"; fi
+if have .NET mono mcs; then install_dotnet; echo "   .NET: $dest/dotnet"; fi
 if have jvm java mvn; then install_jvm; echo "   jvm: $dest/jvm/classpath.txt"; fi
 if have go go; then install_go; echo "   go: $dest/go/interop-worker"; fi

@@ -15,6 +15,8 @@ dotnet_ensure_tools() {
       mono) missing+=(mono-runtime) ;;
       nuget) missing+=(nuget) ;;
       xbuild) missing+=(mono-xbuild) ;;
+      zip) missing+=(zip) ;;
+      unzip) missing+=(unzip) ;;
       *) echo "dotnet_ensure_tools: no Debian package known for '$tool'" >&2; return 2 ;;
     esac
   done

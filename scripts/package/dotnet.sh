@@ -46,7 +46,7 @@ build() {
   case "$FENCELOCK_VERSION" in
     *-*.*) echo "dotnet: nuget 2.8 cannot pack version $FENCELOCK_VERSION (a SemVer 2 pre-release with a dot)" >&2; return 1 ;;
   esac
-  dotnet_ensure_tools mcs mono nuget
+  dotnet_ensure_tools mcs mono nuget zip unzip
 
   work="${CARGO_TARGET_DIR:-target}/dotnet/package"
   stage="$work/stage"
@@ -111,7 +111,7 @@ build() {
 test_installed() {
   local archive sandbox=$FENCELOCK_SANDBOX pkg bin consumer file
   archive=$(package_artifact "$dist" "$nupkg")
-  dotnet_ensure_tools mcs mono nuget xbuild
+  dotnet_ensure_tools mcs mono nuget xbuild unzip
 
   # -NoCache: nuget 2.8 would otherwise also take the package from its
   # machine cache, where an older build of the same version may sit.
