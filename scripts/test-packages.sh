@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-source scripts/ensure-deps.sh
+# (The C package is built against and tested with gcc, make and pkg-config.)
+FENCELOCK_DEPS_C=1 source scripts/ensure-deps.sh
 source scripts/package/common.sh
 
 fronts=("$@")
