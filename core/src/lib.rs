@@ -80,6 +80,7 @@ mod runtime;
 mod rw_lock;
 mod scripts;
 mod semaphore;
+mod settings;
 mod shared;
 mod startup;
 mod store;
@@ -113,5 +114,6 @@ pub use runtime::{
 };
 pub use rw_lock::RwLock;
 pub use semaphore::Semaphore;
+pub use settings::ClientSettings;
 pub use tls::TlsVersion;
 pub use token::TOKEN_BYTES;

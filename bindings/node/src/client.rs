@@ -6,7 +6,7 @@ use napi::Env;
 use napi::bindgen_prelude::{BigInt, Buffer, PromiseRaw, ToNapiValue};
 use napi_derive::napi;
 
-use fencelock::{CampaignOptions, Client, Lock, LockOptions, RetryPolicy, TlsVersion};
+use fencelock::{CampaignOptions, Client, ClientSettings, Lock, LockOptions, TlsVersion};
 
 use crate::args::{millis, opt_millis, throw};
 use crate::bridge;
@@ -344,47 +344,22 @@ where
 }
 
 fn builder(env: &Env, o: ClientOptions) -> napi::Result<fencelock::ClientBuilder> {
-    let mut b = Client::builder().nodes(o.nodes);
-    if let Some(prefix) = o.key_prefix {
-        b = b.key_prefix(prefix);
-    }
-    if let Some(t) = opt_millis(env, "nodeTimeoutMs", o.node_timeout_ms)? {
-        b = b.node_timeout(t);
-    }
-    if let Some(t) = opt_millis(env, "connectTimeoutMs", o.connect_timeout_ms)? {
-        b = b.connect_timeout(t);
-    }
-    if let Some(f) = o.drift_factor {
-        b = b.drift_factor(f);
-    }
-    let base = opt_millis(env, "retryBaseDelayMs", o.retry_base_delay_ms)?;
-    let max = opt_millis(env, "retryMaxDelayMs", o.retry_max_delay_ms)?;
-    if base.is_some() || max.is_some() {
-        let default = RetryPolicy::default();
-        let base = base.unwrap_or(default.base_delay);
-        b = b.retry(RetryPolicy::new(base, max.unwrap_or(default.max_delay.max(base))));
-    }
-    if let Some(t) = opt_millis(env, "defaultTtlMs", o.default_ttl_ms)? {
-        b = b.default_ttl(t);
-    }
-    if let Some(t) = opt_millis(env, "defaultWaitMs", o.default_wait_ms)? {
-        b = b.default_wait(t);
-    }
-    if let Some(on) = o.auto_renew {
-        b = b.default_auto_renew(on);
-    }
-    if let Some(user) = o.username {
-        b = b.username(user);
-    }
-    if let Some(password) = o.password {
-        b = b.password(password);
-    }
-    if let Some(ca) = o.tls_ca_pem {
-        b = b.tls_ca_pem(ca.into_bytes());
-    }
-    match (o.tls_client_cert_pem, o.tls_client_key_pem) {
-        (Some(cert), Some(key)) => b = b.tls_client_cert_pem(cert.into_bytes(), key.into_bytes()),
-        (None, None) => {}
+    let mut settings = ClientSettings::default();
+    settings.key_prefix = o.key_prefix;
+    settings.node_timeout = opt_millis(env, "nodeTimeoutMs", o.node_timeout_ms)?;
+    settings.connect_timeout = opt_millis(env, "connectTimeoutMs", o.connect_timeout_ms)?;
+    settings.drift_factor = o.drift_factor;
+    settings.retry_base_delay = opt_millis(env, "retryBaseDelayMs", o.retry_base_delay_ms)?;
+    settings.retry_max_delay = opt_millis(env, "retryMaxDelayMs", o.retry_max_delay_ms)?;
+    settings.default_ttl = opt_millis(env, "defaultTtlMs", o.default_ttl_ms)?;
+    settings.default_wait = opt_millis(env, "defaultWaitMs", o.default_wait_ms)?;
+    settings.auto_renew = o.auto_renew;
+    settings.username = o.username;
+    settings.password = o.password;
+    settings.tls_ca_pem = o.tls_ca_pem.map(String::into_bytes);
+    settings.tls_client_cert = match (o.tls_client_cert_pem, o.tls_client_key_pem) {
+        (Some(cert), Some(key)) => Some((cert.into_bytes(), key.into_bytes())),
+        (None, None) => None,
         _ => {
             return Err(throw(
                 env,
@@ -392,24 +367,21 @@ fn builder(env: &Env, o: ClientOptions) -> napi::Result<fencelock::ClientBuilder
                 "tlsClientCertPem and tlsClientKeyPem must be given together",
             ));
         }
-    }
-    if let Some(version) = o.tls_min_version {
-        b = b.tls_min_version(match version.as_str() {
-            "1.2" => TlsVersion::V1_2,
-            "1.3" => TlsVersion::V1_3,
-            other => {
-                return Err(throw(
-                    env,
-                    false,
-                    &format!("tlsMinVersion must be '1.2' or '1.3', got {other:?}"),
-                ));
-            }
-        });
-    }
-    if let Some(allow) = o.allow_mixed_tls {
-        b = b.allow_mixed_tls(allow);
-    }
-    Ok(b)
+    };
+    settings.tls_min_version = match o.tls_min_version.as_deref() {
+        None => None,
+        Some("1.2") => Some(TlsVersion::V1_2),
+        Some("1.3") => Some(TlsVersion::V1_3),
+        Some(other) => {
+            return Err(throw(
+                env,
+                false,
+                &format!("tlsMinVersion must be '1.2' or '1.3', got {other:?}"),
+            ));
+        }
+    };
+    settings.allow_mixed_tls = o.allow_mixed_tls;
+    Ok(Client::builder().nodes(o.nodes).settings(settings))
 }
 
 impl NativeLockOptions {

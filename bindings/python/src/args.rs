@@ -24,7 +24,7 @@ use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 
-use fencelock::{CampaignOptions, ClientBuilder, LockOptions, RetryPolicy, TlsVersion};
+use fencelock::{CampaignOptions, ClientBuilder, ClientSettings, LockOptions, TlsVersion};
 
 use crate::errors::{config, invalid};
 
@@ -306,75 +306,56 @@ pub(crate) fn client_builder(
     let password = typed::<String>(given.password, "password")?;
     let allow_mixed_tls = typed::<bool>(given.allow_mixed_tls, "allow_mixed_tls")?;
 
-    let mut b = ClientBuilder::default().nodes(node_list(nodes)?);
-    if let Some(prefix) = key_prefix {
-        b = b.key_prefix(prefix);
-    }
-    if let Some(t) = opt_seconds(given.node_timeout.as_ref(), "node_timeout", false, Scope::Config)? {
-        b = b.node_timeout(t);
-    }
-    if let Some(t) = opt_seconds(
+    // The nodes are read before the other options, as they always were.
+    let node_urls = node_list(nodes)?;
+    let mut settings = ClientSettings::default();
+    settings.key_prefix = key_prefix;
+    settings.node_timeout = opt_seconds(given.node_timeout.as_ref(), "node_timeout", false, Scope::Config)?;
+    settings.connect_timeout = opt_seconds(
         given.connect_timeout.as_ref(),
         "connect_timeout",
         false,
         Scope::Config,
-    )? {
-        b = b.connect_timeout(t);
-    }
+    )?;
     if let Some(d) = given.drift_factor {
         if d.is_instance_of::<PyBool>() {
             return Err(config(py, "drift_factor must be a number, not a bool"));
         }
-        b = b.drift_factor(d.extract::<f64>()?);
+        settings.drift_factor = Some(d.extract::<f64>()?);
     }
     if let Some(r) = given.retry {
         let (base, max): (Bound<'_, PyAny>, Bound<'_, PyAny>) = r.extract().map_err(|_| {
             pyo3::exceptions::PyTypeError::new_err("retry must be a (base_delay, max_delay) pair of seconds")
         })?;
-        let base = seconds(&base, "retry base_delay", false, Scope::Config)?;
-        let max = seconds(&max, "retry max_delay", false, Scope::Config)?;
-        b = b.retry(RetryPolicy::new(base, max));
+        settings.retry_base_delay = Some(seconds(&base, "retry base_delay", false, Scope::Config)?);
+        settings.retry_max_delay = Some(seconds(&max, "retry max_delay", false, Scope::Config)?);
     }
-    if let Some(t) = opt_seconds(given.default_ttl.as_ref(), "default_ttl", false, Scope::Config)? {
-        b = b.default_ttl(t);
-    }
-    if let Some(t) = opt_seconds(given.default_wait.as_ref(), "default_wait", true, Scope::Config)? {
-        b = b.default_wait(t);
-    }
-    if let Some(on) = auto_renew {
-        b = b.default_auto_renew(on);
-    }
-    if let Some(user) = username {
-        b = b.username(user);
-    }
-    if let Some(password) = password {
-        b = b.password(password);
-    }
+    settings.default_ttl = opt_seconds(given.default_ttl.as_ref(), "default_ttl", false, Scope::Config)?;
+    settings.default_wait = opt_seconds(given.default_wait.as_ref(), "default_wait", true, Scope::Config)?;
+    settings.auto_renew = auto_renew;
+    settings.username = username;
+    settings.password = password;
     if let Some(ca) = given.tls_ca_pem {
-        b = b.tls_ca_pem(pem(&ca, "tls_ca_pem")?);
+        settings.tls_ca_pem = Some(pem(&ca, "tls_ca_pem")?);
     }
-    match (given.tls_client_cert_pem, given.tls_client_key_pem) {
-        (None, None) => {}
-        (Some(cert), Some(key)) => {
-            b = b.tls_client_cert_pem(
-                pem(&cert, "tls_client_cert_pem")?,
-                pem(&key, "tls_client_key_pem")?,
-            );
-        }
+    settings.tls_client_cert = match (given.tls_client_cert_pem, given.tls_client_key_pem) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some((
+            pem(&cert, "tls_client_cert_pem")?,
+            pem(&key, "tls_client_key_pem")?,
+        )),
         _ => {
             return Err(config(
                 py,
                 "tls_client_cert_pem and tls_client_key_pem must be given together",
             ));
         }
-    }
+    };
     if let Some(version) = given.tls_min_version {
-        b = b.tls_min_version(tls_version(&version, "tls_min_version")?);
+        settings.tls_min_version = Some(tls_version(&version, "tls_min_version")?);
     }
-    if let Some(allow) = allow_mixed_tls {
-        b = b.allow_mixed_tls(allow);
-    }
-    Ok(b)
+    settings.allow_mixed_tls = allow_mixed_tls;
+    Ok(ClientBuilder::default().nodes(node_urls).settings(settings))
 }
 
 /// What every `acquire`-like call takes, parsed: `resource`, `ttl`, `wait`

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencelock::{CampaignOptions, Client, Fence, LockOptions, RetryPolicy, TlsVersion};
+use fencelock::{CampaignOptions, Client, ClientSettings, Fence, LockOptions, TlsVersion};
 
 use crate::election::NativeObservation;
 use crate::errors::{Result, invalid};
@@ -250,77 +250,45 @@ fn campaign_options(ttl: Option<Duration>, wait: Option<Duration>, value: Vec<u8
 }
 
 fn builder(options: NativeClientOptions) -> Result<fencelock::ClientBuilder> {
-    let mut b = Client::builder().nodes(options.nodes);
-    if let Some(prefix) = options.key_prefix {
-        b = b.key_prefix(prefix);
-    }
-    if let Some(timeout) = options.node_timeout {
-        b = b.node_timeout(timeout);
-    }
-    if let Some(timeout) = options.connect_timeout {
-        b = b.connect_timeout(timeout);
-    }
-    if let Some(factor) = options.drift_factor {
-        b = b.drift_factor(factor);
-    }
-    if options.retry_base_delay.is_some() || options.retry_max_delay.is_some() {
-        let mut retry = RetryPolicy::default();
-        if let Some(delay) = options.retry_base_delay {
-            retry.base_delay = delay;
-        }
-        if let Some(delay) = options.retry_max_delay {
-            retry.max_delay = delay;
-        }
-        b = b.retry(retry);
-    }
-    if let Some(ttl) = options.default_ttl {
-        b = b.default_ttl(ttl);
-    }
-    if let Some(wait) = options.default_wait {
-        b = b.default_wait(wait);
-    }
-    if let Some(on) = options.auto_renew {
-        b = b.default_auto_renew(on);
-    }
-    if let Some(user) = options.username {
-        b = b.username(user);
-    }
-    if let Some(password) = options.password {
-        b = b.password(password);
-    }
-    if let Some(pem) = options.tls_ca_pem {
-        b = b.tls_ca_pem(pem);
-    }
-    match (options.tls_client_cert_pem, options.tls_client_key_pem) {
-        (Some(cert), Some(key)) => b = b.tls_client_cert_pem(cert, key),
-        (None, None) => {}
+    let mut settings = ClientSettings::default();
+    settings.key_prefix = options.key_prefix;
+    settings.node_timeout = options.node_timeout;
+    settings.connect_timeout = options.connect_timeout;
+    settings.drift_factor = options.drift_factor;
+    settings.retry_base_delay = options.retry_base_delay;
+    settings.retry_max_delay = options.retry_max_delay;
+    settings.default_ttl = options.default_ttl;
+    settings.default_wait = options.default_wait;
+    settings.auto_renew = options.auto_renew;
+    settings.username = options.username;
+    settings.password = options.password;
+    settings.tls_ca_pem = options.tls_ca_pem.map(String::into_bytes);
+    settings.tls_client_cert = match (options.tls_client_cert_pem, options.tls_client_key_pem) {
+        (Some(cert), Some(key)) => Some((cert.into_bytes(), key.into_bytes())),
+        (None, None) => None,
         _ => {
-            return Err(fencelock::Error::new(
-                fencelock::ErrorKind::Config,
+            return Err(config(
                 "give both tlsClientCertPem and tlsClientKeyPem for mutual TLS, or neither",
-            )
-            .into());
+            ));
         }
-    }
-    match options.tls_min_version.as_deref() {
-        None | Some("1.2") => {}
-        Some("1.3") => b = b.tls_min_version(TlsVersion::V1_3),
+    };
+    settings.tls_min_version = match options.tls_min_version.as_deref() {
+        None => None,
+        Some("1.2") => Some(TlsVersion::V1_2),
+        Some("1.3") => Some(TlsVersion::V1_3),
         Some(other) => {
-            return Err(fencelock::Error::new(
-                fencelock::ErrorKind::Config,
-                format!("tlsMinVersion must be \"1.2\" or \"1.3\", not {other:?}"),
-            )
-            .into());
+            return Err(config(&format!(
+                "tlsMinVersion must be \"1.2\" or \"1.3\", not {other:?}"
+            )));
         }
-    }
-    if let Some(allow) = options.allow_mixed_tls {
-        b = b.allow_mixed_tls(allow);
-    }
-    if let Some(require) = options.require_aof {
-        b = b.require_aof(require);
-    }
-    if let Some(on) = options.metrics_per_resource {
-        b = b.metrics_per_resource(on);
-    }
-    Ok(b)
+    };
+    settings.allow_mixed_tls = options.allow_mixed_tls;
+    settings.require_aof = options.require_aof;
+    settings.metrics_per_resource = options.metrics_per_resource;
+    Ok(Client::builder().nodes(options.nodes).settings(settings))
+}
+
+/// A configuration error for the Kotlin side.
+fn config(message: &str) -> crate::errors::NativeError {
+    fencelock::Error::new(fencelock::ErrorKind::Config, message).into()
 }
