@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -149,6 +150,8 @@ def missing_part(name: str, command: List[str]) -> "str | None":
     """Why a worker cannot run here, or None."""
     if name == "python" or name == "redis-py":
         package = "fencelock" if name == "python" else "redis"
+        if not (Path(command[0]).exists() or shutil.which(command[0])):
+            return f"{command[0]} is missing"
         probe = subprocess.run([command[0], "-c", f"import {package}"], capture_output=True)
         return None if probe.returncode == 0 else f"{command[0]} cannot import {package}"
     if name == "node":
