@@ -104,6 +104,36 @@ pub struct FencedValue {
     pub fencing_token: u64,
 }
 
+/// One node's view of a lock (`Client::inspect`).
+#[derive(uniffi::Record)]
+pub struct NativeNodeLockState {
+    /// The node, without credentials.
+    pub node: String,
+    /// Whether the lock key exists there.
+    pub held: bool,
+    /// Its remaining ttl, if it exists and has one.
+    pub ttl: Option<Duration>,
+    /// How many grants the node has counted for the resource, ever.
+    pub fencing_counter: u64,
+    /// The waiters in the lock's queue there whose lease is still running.
+    pub waiters: u64,
+    /// The node's error, if it did not answer.
+    pub error: Option<String>,
+}
+
+impl From<fencelock::NodeLockState> for NativeNodeLockState {
+    fn from(state: fencelock::NodeLockState) -> Self {
+        NativeNodeLockState {
+            node: state.node,
+            held: state.held,
+            ttl: state.ttl_ms.map(Duration::from_millis),
+            fencing_counter: state.fencing_counter,
+            waiters: state.waiters,
+            error: state.error,
+        }
+    }
+}
+
 /// The core client.
 #[derive(uniffi::Object)]
 pub struct NativeClient {
@@ -207,6 +237,20 @@ impl NativeClient {
     pub async fn fenced_get(&self, key: String) -> Result<Option<FencedValue>> {
         let stored = self.client.fenced_get(&key).await?;
         Ok(stored.map(|(value, fencing_token)| FencedValue { value, fencing_token }))
+    }
+
+    /// Each node's view of `resource`: held or not, ttl, fencing counter,
+    /// live waiters, or the node's error (one read-only script per node).
+    pub async fn inspect(&self, resource: String) -> Result<Vec<NativeNodeLockState>> {
+        let states = self.client.inspect(&resource).await?;
+        Ok(states.into_iter().map(NativeNodeLockState::from).collect())
+    }
+
+    /// Installs or upgrades the PostgreSQL schema on every PostgreSQL node;
+    /// how many nodes it migrated (Redis nodes need nothing: 0).
+    pub async fn migrate(&self) -> Result<u32> {
+        let migrated = self.client.migrate().await?;
+        Ok(u32::try_from(migrated).unwrap_or(u32::MAX))
     }
 
     /// What this client has counted so far.

@@ -1,8 +1,34 @@
 package dev.fencelock
 
 import dev.fencelock.ffi.NativeClient
+import dev.fencelock.ffi.NativeNodeLockState
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
+
+/**
+ * One node's view of a lock ([Client.inspect]): whether it is [held] there,
+ * the [ttl] left, the node's [fencingCounter] (grants counted, ever) and its
+ * live [waiters]; [error] when the node did not answer.
+ */
+data class NodeLockState(
+    val node: String,
+    val held: Boolean,
+    val ttl: Duration?,
+    val fencingCounter: Long,
+    val waiters: Long,
+    val error: String?,
+) {
+    internal companion object {
+        fun of(state: NativeNodeLockState) = NodeLockState(
+            node = state.node,
+            held = state.held,
+            ttl = state.ttl,
+            fencingCounter = state.fencingCounter.toLong(),
+            waiters = state.waiters.toLong(),
+            error = state.error,
+        )
+    }
+}
 
 /** What [Client.fencedGet] reads: the value and the fencing token of the write that stored it. */
 data class FencedValue(val value: String, val fencingToken: Long)
@@ -197,6 +223,31 @@ class Client @JvmOverloads constructor(nodes: List<String>, options: ClientOptio
 
     /** Follows the election [name]: the current leader, then each new one. Close it when done. */
     fun observe(name: String): Observation = Observation(translating { native.observe(name) })
+
+    /**
+     * Each node's view of the lock on [resource]: held or not, the ttl left,
+     * the fencing counter and the live waiters, or the node's error. For
+     * operators (`fencelock inspect` shows the same); out of date as soon as
+     * it returns.
+     */
+    suspend fun inspect(resource: String): List<NodeLockState> =
+        translating { native.inspect(resource) }.map(NodeLockState::of)
+
+    /** [inspect] as a `CompletableFuture`. */
+    fun inspectAsync(resource: String): CompletableFuture<List<NodeLockState>> = futureOf { inspect(resource) }
+
+    /** [inspect], blocking the calling thread. */
+    fun inspectBlocking(resource: String): List<NodeLockState> = blocking { inspect(resource) }
+
+    /**
+     * Installs or upgrades fencelock's schema on every PostgreSQL node (run it
+     * once, as a role allowed to create it; `fencelock migrate` does the same);
+     * returns how many nodes it migrated. Redis nodes need nothing: 0.
+     */
+    suspend fun migrate(): Int = translating { native.migrate() }.toInt()
+
+    /** [migrate], blocking the calling thread. */
+    fun migrateBlocking(): Int = blocking { migrate() }
 
     /** What this client has counted so far. */
     fun metrics(): Metrics = Metrics.of(native.metrics())

@@ -218,6 +218,39 @@ class LockTest {
     }
 
     @Test
+    fun inspectShowsHolderTtlCounterAndWaiters() = runBlocking<Unit> {
+        val resource = unique("inspect")
+        val free = client.inspect(resource).single()
+        assertEquals(listOf(false, 0L, 0L), listOf(free.held, free.fencingCounter, free.waiters))
+        assertNull(free.ttl)
+        assertNull(free.error)
+        assertFalse(free.node.contains("@"), "no credentials in ${free.node}")
+
+        val lock = client.acquire(resource, ttl = Duration.ofSeconds(5))
+        val waiter = async { other.acquire(resource, ttl = Duration.ofSeconds(5), wait = Duration.ofSeconds(10)) }
+        withTimeout(5000) { while (client.inspect(resource).single().waiters < 1) delay(10) }
+        val held = client.inspectBlocking(resource).single()
+        assertTrue(held.held)
+        assertEquals(lock.fencingToken, held.fencingCounter)
+        assertEquals(1L, held.waiters)
+        assertNotNull(held.ttl)
+        val ttl = held.ttl!!
+        assertTrue(ttl > Duration.ZERO && ttl <= Duration.ofSeconds(5), "ttl $ttl")
+
+        lock.release()
+        val next = waiter.await()
+        assertEquals(next.fencingToken, client.inspectAsync(resource).get(5, TimeUnit.SECONDS).single().fencingCounter)
+        next.release()
+        assertFalse(client.inspect(resource).single().held)
+    }
+
+    @Test
+    fun migrateHasNothingToDoOnRedis() = runBlocking<Unit> {
+        assertEquals(0, client.migrate())
+        assertEquals(0, client.migrateBlocking())
+    }
+
+    @Test
     fun metricsCountAcquisitionsAndReleases() = runBlocking<Unit> {
         val metered = Client(nodes.urls)
         val resource = unique("metrics")
