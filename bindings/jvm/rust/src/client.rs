@@ -246,13 +246,6 @@ impl NativeClient {
         Ok(states.into_iter().map(NativeNodeLockState::from).collect())
     }
 
-    /// Installs or upgrades the PostgreSQL schema on every PostgreSQL node;
-    /// how many nodes it migrated (Redis nodes need nothing: 0).
-    pub async fn migrate(&self) -> Result<u32> {
-        let migrated = self.client.migrate().await?;
-        Ok(u32::try_from(migrated).unwrap_or(u32::MAX))
-    }
-
     /// What this client has counted so far.
     pub fn metrics(&self) -> NativeMetrics {
         self.client.metrics().into()

@@ -239,16 +239,6 @@ class Client @JvmOverloads constructor(nodes: List<String>, options: ClientOptio
     /** [inspect], blocking the calling thread. */
     fun inspectBlocking(resource: String): List<NodeLockState> = blocking { inspect(resource) }
 
-    /**
-     * Installs or upgrades fencelock's schema on every PostgreSQL node (run it
-     * once, as a role allowed to create it; `fencelock migrate` does the same);
-     * returns how many nodes it migrated. Redis nodes need nothing: 0.
-     */
-    suspend fun migrate(): Int = translating { native.migrate() }.toInt()
-
-    /** [migrate], blocking the calling thread. */
-    fun migrateBlocking(): Int = blocking { migrate() }
-
     /** What this client has counted so far. */
     fun metrics(): Metrics = Metrics.of(native.metrics())
 

@@ -245,12 +245,6 @@ class LockTest {
     }
 
     @Test
-    fun migrateHasNothingToDoOnRedis() = runBlocking<Unit> {
-        assertEquals(0, client.migrate())
-        assertEquals(0, client.migrateBlocking())
-    }
-
-    @Test
     fun metricsCountAcquisitionsAndReleases() = runBlocking<Unit> {
         val metered = Client(nodes.urls)
         val resource = unique("metrics")
