@@ -13,12 +13,13 @@ use crate::fenced::{Fence, new_holder_id};
 use crate::fencing::{FencingToken, raise_to};
 use crate::keys::LockKeys;
 use crate::lease::Leases;
+use crate::linger::Linger;
 use crate::lock::{Lock, Unclaimed};
 use crate::lock_state::LockState;
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
 use crate::options::{LockOptions, Resolved};
-use crate::queue::{Entry, Place, Refusal};
+use crate::queue::{self, Entry, Place, Refusal, Release};
 use crate::quorum::Decided;
 use crate::runtime;
 use crate::shared::ClientShared;
@@ -150,7 +151,7 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
         if let Some(waiter) = &mut waiter {
             waiter.attempting();
         }
-        let entry = match &waiter {
+        let mut entry = match &waiter {
             Some(waiter) => waiter.entry(options.fair),
             None => Entry {
                 waiter: None,
@@ -159,6 +160,9 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                 prefer: None,
             },
         };
+        if retry == 0 && entry.prefer.is_none() {
+            entry.prefer = lingering_permit(&client, &claim);
+        }
         let outcome = attempt(&client.nodes, &claim, options.ttl, client.connect_timeout, &entry).await;
         match outcome {
             Ok(grant) => {
@@ -166,7 +170,8 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                     waiter.granted(&grant.place);
                 }
                 tracing::debug!(resource = %claim.name(), fencing_token = grant.fencing_token, attempts = retry + 1, "lock acquired");
-                return Ok(hand_out(&client, grant, &options));
+                let linger = lingering(&client, &claim, &grant, &options, (retry, started));
+                return Ok(hand_out(&client, grant, &options, linger));
             }
             Err(Refused { error, place }) if is_retryable(error.kind()) => {
                 let now = Instant::now();
@@ -212,8 +217,86 @@ fn gave_up(last: Error, claim: &Claim, wait: Duration) -> Error {
     .with_nodes(last.nodes().to_vec())
 }
 
-fn hand_out(client: &Arc<ClientShared>, grant: Grant, options: &Resolved) -> Lock {
-    let state = Arc::new(LockState::new(
+/// What the release of `grant` needs to linger ([`crate::linger`]), for a
+/// lock or a semaphore's permit (not a read-write lock) in the default
+/// mode: it may linger when the grant took the key back from this
+/// client's own lingering release, or when this client had to wait for it
+/// (`refused` attempts before the grant) and loops (the acquire began right
+/// after its last release of it, at `started`). A permit lingers on a
+/// single node only: across nodes, a grant of another permit wakes a
+/// waiter while one is free (SEM_ACQUIRE), which then takes the lingering
+/// permit on some nodes as its holder takes it back on others, and both
+/// attempts fail.
+fn lingering(
+    client: &ClientShared,
+    claim: &Claim,
+    grant: &Grant,
+    options: &Resolved,
+    (refused, started): (u32, Instant),
+) -> Option<Linger> {
+    let claim_key = match claim {
+        Claim::Lock(keys) => keys.lock(),
+        Claim::Permit(keys) if client.nodes.nodes().len() == 1 => keys.size(),
+        Claim::Permit(_) | Claim::Read(_) | Claim::Write(_) => return None,
+    };
+    // Taken back even in fair mode: the key is held again, nothing to hand on.
+    let taken_back = client.lingers.take_over(grant.keys.lock());
+    if options.fair {
+        return None;
+    }
+    let loops = || refused > 0 && client.lingers.loops(claim_key, started);
+    Some(Linger {
+        keys: grant.keys.clone(),
+        claim: claim_key.to_owned(),
+        retakes: taken_back.or_else(|| loops().then_some(0)),
+    })
+}
+
+/// A permit of the semaphore of `claim` that this client let go of a
+/// moment ago ([`crate::linger`]): its first attempt asks for that one
+/// first, which it deleted, so as to take it back.
+fn lingering_permit(client: &ClientShared, claim: &Claim) -> Option<String> {
+    match claim {
+        Claim::Permit(keys) => client.lingers.noted_any(keys.slots()),
+        _ => None,
+    }
+}
+
+/// Hands a lock or permit that this client let go of without a hand-off
+/// ([`crate::linger`]) to the first waiter: takes its key, if it is still
+/// free, for the hand-off window, and releases it with a hand-off. A key
+/// someone took meanwhile is theirs to hand on. Counts nothing in the
+/// client's metrics: the holder's release was counted.
+pub(crate) async fn hand_on(nodes: &Arc<NodeSet>, keys: LockKeys, patience: Duration) {
+    // A permit's key is a lock key with the semaphore's counter and queue.
+    let claim = Claim::Lock(keys);
+    let entry = Entry {
+        waiter: None,
+        ticket: 0,
+        fair: false,
+        prefer: None,
+    };
+    let Ok(grant) = attempt(nodes, &claim, nodes.handoff().window, patience, &entry).await else {
+        return;
+    };
+    if let Some(stragglers) = grant.stragglers {
+        // The release goes to every node, behind the requests still on their way.
+        stragglers.abort();
+    }
+    let (script, keys) = queue::release_keys(grant.keys.lock(), grant.keys.waiters(), None);
+    queue::release_in_background(
+        nodes,
+        script,
+        keys,
+        &grant.token,
+        Release::HandOff,
+        patience,
+        |_| true,
+    );
+}
+
+fn hand_out(client: &Arc<ClientShared>, grant: Grant, options: &Resolved, linger: Option<Linger>) -> Lock {
+    let mut state = LockState::new(
         grant.keys,
         grant.token,
         Fence {
@@ -224,7 +307,9 @@ fn hand_out(client: &Arc<ClientShared>, grant: Grant, options: &Resolved) -> Loc
         grant.leases,
         grant.valid_until,
         client.metrics.clone(),
-    ));
+    );
+    state.linger = linger;
+    let state = Arc::new(state);
     state.keep_stragglers(grant.stragglers);
     client.watchdog.plan(&state);
     Lock::new(state, client.clone())

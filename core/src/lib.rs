@@ -63,6 +63,7 @@ mod fencing;
 mod inspect;
 mod keys;
 mod lease;
+mod linger;
 mod lock;
 mod lock_state;
 mod log_forward;
@@ -101,6 +102,7 @@ pub use fenced::{Fence, MAX_HOLDER_ID};
 pub use fencing::MAX_FENCING_TOKEN;
 pub use inspect::NodeLockState;
 pub use keys::{DEFAULT_PREFIX, MAX_PERMITS, MAX_PREFIX_LEN, MAX_RESOURCE_LEN};
+pub use linger::MAX_RETAKES;
 pub use lock::{Lock, Unclaimed};
 pub use lock_state::{LockStatus, LossReason};
 pub use log_forward::{

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use crate::fenced::Fence;
 use crate::keys::{HeldKeys, HeldKind, LockKeys, WaiterKeys};
 use crate::lease::{Leases, Outcome};
+use crate::linger::Linger;
 use crate::metrics::ClientMetrics;
 use crate::node_set::NodeSet;
 use crate::options::{RenewalPolicy, Resolved};
@@ -150,6 +151,8 @@ pub(crate) struct LockState {
     pub(crate) busy: Arc<tokio::sync::Mutex<()>>,
     /// The client's counters: held, lost, renewals.
     pub(crate) metrics: Arc<ClientMetrics>,
+    /// Set when the release may linger ([`crate::linger`]).
+    pub(crate) linger: Option<Linger>,
 }
 
 fn status_code(status: LockStatus) -> u8 {
@@ -215,6 +218,7 @@ impl LockState {
             lost: Notify::new(),
             busy: Arc::new(tokio::sync::Mutex::new(())),
             metrics,
+            linger: None,
         }
     }
 

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use crate::background::Background;
@@ -30,6 +31,8 @@ pub(crate) struct Handoff {
     /// How long a hand-off stays reserved for the woken waiter: twice the
     /// per-node timeout, so a waiter that is merely slow still gets it.
     pub(crate) window_ms: String,
+    /// The same window as a duration.
+    pub(crate) window: Duration,
     /// `"1"` when a waiter whose channel has no listener may be skipped:
     /// only where `PUBLISH` counts every listener, which a Redis Cluster
     /// (counting its own node's only) does not.
@@ -47,8 +50,10 @@ impl Handoff {
                 Topology::Standalone | Topology::Postgres
             )
         });
+        let window = (timeout * 2).max(Duration::from_millis(1));
         Handoff {
-            window_ms: (timeout * 2).as_millis().max(1).to_string(),
+            window_ms: window.as_millis().to_string(),
+            window,
             counted: if counted { "1" } else { "0" },
         }
     }
@@ -225,6 +230,38 @@ impl NodeSet {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             nodes.everywhere(script, &keys, &args, patience, only).await;
         });
+    }
+
+    /// [`NodeSet::everywhere_in_background`] to every node, with each
+    /// request already on its node's connection when this returns (if the
+    /// connection is up): whatever this client sends next reaches each node
+    /// after it.
+    pub(crate) fn everywhere_in_order(
+        self: &Arc<Self>,
+        script: &'static LuaScript,
+        keys: Vec<String>,
+        args: Vec<String>,
+        patience: Duration,
+    ) {
+        let Ok(runtime) = crate::runtime::handle() else {
+            return;
+        };
+        let (nodes, running) = (self.clone(), self.background.start());
+        let mut requests = Box::pin(async move {
+            let _running = running;
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            nodes.everywhere(script, &keys, &args, patience, |_| true).await;
+        });
+        // One poll here puts each request on its connection; the replies are
+        // awaited on the runtime.
+        let first = {
+            let _in_runtime = runtime.enter();
+            requests.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+        };
+        if first.is_pending() {
+            runtime.spawn(requests);
+        }
     }
 
     /// Per-node reports for an error message, reading replies with `describe`.

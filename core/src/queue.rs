@@ -168,6 +168,10 @@ pub(crate) enum Release {
     /// minority of nodes a hand-off would only wake a waiter that cannot
     /// win either, whose own undo would wake the next, and so on.
     Undo,
+    /// A holder lets go of a contended lock it may take back at once
+    /// ([`crate::linger`]): the key goes, and nobody is woken unless the
+    /// holder does not come back.
+    Linger,
 }
 
 /// The ARGV of RELEASE and READ_RELEASE for `token` (docs/protocol.md §3.2).
@@ -175,7 +179,7 @@ pub(crate) fn release_args(nodes: &NodeSet, token: &LockToken, release: Release)
     let handoff = nodes.handoff();
     let window_ms = match release {
         Release::HandOff => handoff.window_ms.clone(),
-        Release::Undo => "0".to_owned(),
+        Release::Undo | Release::Linger => "0".to_owned(),
     };
     vec![token.as_str().to_owned(), window_ms, handoff.counted.to_owned()]
 }

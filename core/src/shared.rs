@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::RetryPolicy;
 use crate::error::{Error, ErrorKind, Result};
+use crate::linger::Lingers;
 use crate::metrics::ClientMetrics;
 use crate::node_set::NodeSet;
 use crate::options::LockDefaults;
@@ -28,6 +29,8 @@ pub(crate) struct ClientShared {
     pub(crate) startup: Startup,
     /// Push wake-ups for this client's waiters.
     pub(crate) wakeups: Wakeups,
+    /// Releases of contended locks this client may take again at once.
+    pub(crate) lingers: Arc<Lingers>,
     /// What it counts ([`crate::Client::metrics`]).
     pub(crate) metrics: Arc<ClientMetrics>,
     pid: u32,
@@ -52,7 +55,9 @@ impl ClientShared {
         // then share a runtime, with no cross-thread wake-up per request
         // (docs/performance.md, "Where connections live").
         let home = tokio::runtime::Handle::try_current().unwrap_or_else(|_| runtime.clone());
+        let closing = CancellationToken::new();
         Ok(ClientShared {
+            lingers: Lingers::new(closing.clone()),
             watchdog: Watchdog::start(nodes.clone(), &runtime),
             startup: Startup::spawn(nodes.clone(), &home),
             wakeups: Wakeups::new(nodes.clone(), &key_prefix)?,
@@ -64,7 +69,7 @@ impl ClientShared {
             connect_timeout,
             pid: runtime::current_pid(),
             closed: AtomicBool::new(false),
-            closing: CancellationToken::new(),
+            closing,
         })
     }
 

@@ -1,0 +1,239 @@
+//! Re-takes (docs/protocol.md §4.9): the holder of a contended lock or
+//! permit that asks for it again at once takes it back without waking the
+//! next waiter, at most `MAX_RETAKES` times in a row; one that does not come
+//! back hands it on within a moment, not at the waiter's next refresh.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use common::*;
+use fencelock::{Client, Lock, LockOptions, MAX_RETAKES};
+
+fn options(wait: u64) -> LockOptions {
+    LockOptions::new(ms(10_000)).wait(ms(wait))
+}
+
+/// Wake-ups the nodes sent (`PUBLISH`, scripts' included).
+fn wakes(nodes: &[RedisNode]) -> u64 {
+    nodes.iter().map(|node| node.command_calls("publish")).sum()
+}
+
+/// Whether `resource`'s queue holds a waiter on every node.
+fn queued_everywhere(nodes: &[RedisNode], resource: &str) -> bool {
+    nodes.iter().all(|node| {
+        node.command(&["ZCARD", &format!("{}:queue", lock_key(resource))]) == redis::Value::Int(1)
+    })
+}
+
+/// Client `a` loops on `resource`: it holds it, releases it to a waiter
+/// and asks for it again at once, so it waits and is handed it back (a
+/// contended grant, asked for right after a release). Then a third client
+/// waits behind it. Returns `a`'s lock and the third one's task, which sets
+/// its flag once granted and returns its lock (held until the test lets go).
+async fn contended(
+    nodes: &[RedisNode],
+    a: &Client,
+    resource: &str,
+    fair: bool,
+) -> (Lock, Arc<AtomicBool>, tokio::task::JoinHandle<Lock>) {
+    let first = a.acquire(resource, options(0).fair(fair)).await.unwrap();
+    let (b, name) = (client(nodes).await, resource.to_owned());
+    let in_between = tokio::spawn(async move {
+        let lock = b.acquire(&name, options(10_000).fair(fair)).await.unwrap();
+        // Until `a` waits behind it.
+        tokio::time::sleep(ms(50)).await;
+        lock.release().await.unwrap();
+    });
+    assert!(wait_until(ms(5_000), || queued_everywhere(nodes, resource)).await);
+    first.release().await.unwrap();
+    let lock = a.acquire(resource, options(10_000).fair(fair)).await.unwrap();
+    in_between.await.unwrap();
+    let (granted, waiter) = (Arc::new(AtomicBool::new(false)), client(nodes).await);
+    let (flag, name) = (granted.clone(), resource.to_owned());
+    let task = tokio::spawn(async move {
+        let lock = waiter.acquire(&name, options(20_000).fair(fair)).await.unwrap();
+        flag.store(true, Ordering::SeqCst);
+        lock
+    });
+    assert!(wait_until(ms(5_000), || queued_everywhere(nodes, resource)).await);
+    (lock, granted, task)
+}
+
+async fn a_holder_that_comes_back_takes_the_lock_back(node_count: usize) {
+    let nodes = RedisNode::start_many(node_count, &NodeOptions::default());
+    let a = client(&nodes).await;
+    let (mut lock, waiter_granted, waiter) = contended(&nodes, &a, "again", false).await;
+    let wakes_before = wakes(&nodes);
+    for retake in 1..=MAX_RETAKES {
+        let token = lock.fencing_token();
+        lock.release().await.unwrap();
+        // Without waiting: the release is on each node's connection ahead
+        // of this attempt, so the key is free when it lands.
+        lock = a
+            .try_acquire("again", options(0))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("re-take {retake} refused"));
+        assert!(lock.fencing_token() > token, "re-take {retake}: tokens must rise");
+        assert!(
+            !waiter_granted.load(Ordering::SeqCst),
+            "the waiter got the lock during re-take {retake}"
+        );
+    }
+    assert_eq!(wakes(&nodes), wakes_before, "a re-take woke a waiter");
+    // The last re-take's release hands the lock to the waiter.
+    lock.release().await.unwrap();
+    assert!(
+        a.try_acquire("again", options(0)).await.unwrap().is_none(),
+        "a re-take beyond the bound"
+    );
+    let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
+    held.release().await.unwrap();
+    assert!(waiter_granted.load(Ordering::SeqCst));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_comes_back_takes_the_lock_back_until_its_retakes_run_out() {
+    a_holder_that_comes_back_takes_the_lock_back(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_comes_back_takes_the_lock_back_on_three_nodes() {
+    a_holder_that_comes_back_takes_the_lock_back(3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_does_not_come_back_hands_on_at_once() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let a = client(&nodes).await;
+    let (lock, waiter_granted, waiter) = contended(&nodes, &a, "gone", false).await;
+    let wakes_before = wakes(&nodes);
+    let released = Instant::now();
+    lock.release().await.unwrap();
+    assert_eq!(
+        wakes(&nodes),
+        wakes_before,
+        "the release lingered, waking nobody yet"
+    );
+    let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
+    held.release().await.unwrap();
+    // Woken by the hand-on, not by its own next attempt a refresh (at least
+    // a sixth of the 1 s waiter lease) later.
+    assert!(released.elapsed() < ms(150), "took {:?}", released.elapsed());
+    assert!(waiter_granted.load(Ordering::SeqCst));
+    assert_eq!(wakes(&nodes) - wakes_before, 1, "one wake-up, for the waiter");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_does_not_loop_hands_off_in_its_release() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let (first, a) = (client(&nodes).await, client(&nodes).await);
+    let held = first.acquire("once", options(0)).await.unwrap();
+    let a_waits = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire("once", options(10_000)).await.unwrap() })
+    };
+    assert!(wait_until(ms(5_000), || queued_everywhere(&nodes, "once")).await);
+    held.release().await.unwrap();
+    // A waited for it, but had not just released it: a one-off holder.
+    let lock = a_waits.await.unwrap();
+    let waiter = {
+        let c = client(&nodes).await;
+        tokio::spawn(async move {
+            c.acquire("once", options(10_000))
+                .await
+                .unwrap()
+                .release()
+                .await
+                .unwrap()
+        })
+    };
+    assert!(wait_until(ms(5_000), || queued_everywhere(&nodes, "once")).await);
+    let wakes_before = wakes(&nodes);
+    lock.release().await.unwrap();
+    assert_eq!(
+        wakes(&nodes) - wakes_before,
+        1,
+        "the release itself woke the waiter"
+    );
+    tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_client_hands_a_lingering_lock_on() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let a = client(&nodes).await;
+    let (lock, _, waiter) = contended(&nodes, &a, "closing", false).await;
+    lock.release().await.unwrap();
+    a.close();
+    a.settle().await;
+    let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
+    held.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_mode_never_takes_a_lock_back_ahead_of_a_waiter() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let a = client(&nodes).await;
+    let (lock, _, waiter) = contended(&nodes, &a, "fair", true).await;
+    lock.release().await.unwrap();
+    let again = a.try_acquire("fair", options(0).fair(true)).await.unwrap();
+    assert!(again.is_none(), "fair mode let the holder take the lock back");
+    let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
+    held.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_holder_that_comes_back_takes_its_permit_back() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let (a, b) = (client(&nodes).await, client(&nodes).await);
+    let (a_sem, b_sem) = (a.semaphore("pool", 1).unwrap(), b.semaphore("pool", 1).unwrap());
+    let queue = format!("{}:sem:queue", lock_key("pool"));
+    let queued = || nodes[0].command(&["ZCARD", &queue]) == redis::Value::Int(1);
+    // A loops: it holds the one permit, lets a waiter have it, and asks again at once.
+    let first = a_sem.acquire(options(0)).await.unwrap();
+    let in_between = {
+        let b_sem = b_sem.clone();
+        tokio::spawn(async move {
+            let permit = b_sem.acquire(options(10_000)).await.unwrap();
+            tokio::time::sleep(ms(50)).await;
+            permit.release().await.unwrap();
+        })
+    };
+    assert!(wait_until(ms(5_000), queued).await);
+    first.release().await.unwrap();
+    let mut permit = a_sem.acquire(options(10_000)).await.unwrap();
+    in_between.await.unwrap();
+    let granted = Arc::new(AtomicBool::new(false));
+    let flag = granted.clone();
+    let waiter = tokio::spawn(async move {
+        let permit = b_sem.acquire(options(20_000)).await.unwrap();
+        flag.store(true, Ordering::SeqCst);
+        permit
+    });
+    assert!(wait_until(ms(5_000), queued).await);
+    for retake in 1..=MAX_RETAKES {
+        let token = permit.fencing_token();
+        permit.release().await.unwrap();
+        permit = a_sem
+            .try_acquire(options(0))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("re-take {retake} of the permit refused"));
+        assert!(permit.fencing_token() > token);
+        assert!(
+            !granted.load(Ordering::SeqCst),
+            "the waiter got the permit during re-take {retake}"
+        );
+    }
+    permit.release().await.unwrap();
+    assert!(
+        a_sem.try_acquire(options(0)).await.unwrap().is_none(),
+        "a re-take beyond the bound"
+    );
+    let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
+    held.release().await.unwrap();
+}
