@@ -295,6 +295,7 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     }
     if let Some(linger) = state.linger.as_ref().filter(|l| l.may_linger())
         && state.is_held()
+        && state.leave_held(LockStatus::Released)
     {
         linger_release(state, client, linger).await;
         return Ok(());
@@ -356,13 +357,12 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     .with_nodes(reports))
 }
 
-/// Releases a contended lock that this client may take back at once
-/// ([`crate::linger`]): deletes the key on every node without waking a
+/// Releases a contended lock (just marked released) that this client may
+/// take back at once ([`crate::linger`]): deletes the key on every node without waking a
 /// waiter, and returns once the requests are on their way. Nothing stands
 /// between the holder and that outcome (the lock is held and valid), and
 /// a failed node is left to the key's ttl, as a release's slower nodes are.
 async fn linger_release(state: &LockState, client: &ClientShared, linger: &Linger) {
-    state.leave_held(LockStatus::Released);
     client.watchdog.cancel(state);
     stop_stragglers(state).await;
     let nodes = &client.nodes;
