@@ -18,7 +18,7 @@ use crate::lock::{Lock, Unclaimed};
 use crate::lock_state::LockState;
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
-use crate::options::{LockOptions, Resolved};
+use crate::options::{LockOptions, MIN_TTL, Resolved};
 use crate::queue::{self, Entry, Place, Refusal, Release};
 use crate::quorum::Decided;
 use crate::runtime;
@@ -276,7 +276,9 @@ pub(crate) async fn hand_on(nodes: &Arc<NodeSet>, keys: LockKeys, patience: Dura
         fair: false,
         prefer: None,
     };
-    let Ok(grant) = attempt(nodes, &claim, nodes.handoff().window, patience, &entry).await else {
+    // Held as long as a hand-off would be reserved (never below a ttl's floor).
+    let ttl = nodes.handoff().window.max(MIN_TTL);
+    let Ok(grant) = attempt(nodes, &claim, ttl, patience, &entry).await else {
         return;
     };
     if let Some(stragglers) = grant.stragglers {
