@@ -3,21 +3,19 @@
 //! next waiter is woken, a bounded number of times in a row.
 //!
 //! A hand-off costs the next waiter a wake-up and a round trip before it
-//! holds the lock; a holder that loops (release, acquire, release…) takes
-//! it back in one. So the release of a lock or permit that this client had
-//! to wait for, having asked for it again right after releasing it (it
-//! loops), or that it had just taken back, deletes the key without a
-//! hand-off, as an undo does, and returns once the request is on its way (each node's
-//! connection carries it ahead of this client's next request), leaving a
-//! note here. A grant of the same key to this client while the note is
-//! here takes it over, with the count of re-takes in a row; after
-//! [`MAX_RETAKES`] the release hands off, so the waiters still go in turn.
-//! A note nobody takes over within [`LINGER`] (or when the client closes)
-//! is acted on: the client takes the free key for a moment and releases it
-//! with a hand-off, which wakes the first waiter
-//! ([`crate::acquire::hand_on`]). Should the process end first, the key is
-//! already free, and the waiters come back at their next refresh, as after
-//! a lost wake-up.
+//! holds the lock, during which nobody does; a holder that loops (release,
+//! acquire, release…) takes it back in one. So the release of a lock or
+//! permit that this client had to wait for, having asked for it again right
+//! after releasing it (it loops), or that it had just taken back, deletes
+//! the key without a hand-off, as an undo does, and leaves a note here. A
+//! grant of the same key to this client while the note is here takes it
+//! over, with the count of re-takes in a row; after [`MAX_RETAKES`] the
+//! release hands off, so the waiters still go in turn. A note nobody takes
+//! over within [`LINGER`] (or when the client closes) is acted on: the
+//! client takes the free key for a moment and releases it with a hand-off,
+//! which wakes the first waiter ([`crate::acquire::hand_on`]). Should the
+//! process end first, the key is already free, and the waiters come back
+//! at their next refresh, as after a lost wake-up.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -10,7 +10,6 @@ use crate::compare_and_act::{CompareAndAct, compare_and_act, describe_compare_an
 use crate::error::{Error, ErrorKind, Result, quorum_failure_kind};
 use crate::fenced::Fence;
 use crate::keys::HeldKind;
-use crate::linger::Linger;
 use crate::lock_state::{LockState, LockStatus, LossReason};
 use crate::node::Reply;
 use crate::node_set::{NodeSet, tally};
@@ -293,20 +292,24 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     if state.status() == LockStatus::Released {
         return Err(not_held(state, "was already released"));
     }
-    if let Some(linger) = state.linger.as_ref().filter(|l| l.may_linger())
-        && state.is_held()
-        && state.leave_held(LockStatus::Released)
-    {
-        linger_release(state, client, linger).await;
-        return Ok(());
-    }
     // A lost lock is still deleted where it is ours, but reported as not held.
     let was_held = state.leave_held(LockStatus::Released);
     client.watchdog.cancel(state);
     stop_stragglers(state).await;
     let nodes = &client.nodes;
     let (script, release_keys) = state.release_keys();
-    let args = queue::release_args(nodes, &state.token, Release::HandOff);
+    // A looping holder's release deletes the key without waking anyone, so
+    // that the holder can take it back at once ([`crate::linger`]).
+    let linger = state
+        .linger
+        .as_ref()
+        .filter(|linger| was_held && linger.may_linger());
+    let how = if linger.is_some() {
+        Release::Linger
+    } else {
+        Release::HandOff
+    };
+    let args = queue::release_args(nodes, &state.token, how);
     let keys: Vec<&str> = release_keys.iter().map(String::as_str).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     // Sent to every node, not just a quorum (a late grant may have landed
@@ -334,7 +337,9 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     if !was_held {
         return Err(not_held(state, "was lost before release"));
     }
-    if let Some(linger) = &state.linger {
+    if let Some(linger) = linger {
+        client.lingers.linger(nodes, client.connect_timeout, linger);
+    } else if let Some(linger) = &state.linger {
         client.lingers.released(&linger.claim);
     }
     if quorum.reached(done) {
@@ -355,23 +360,6 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     )
     .with_resource(state.resource())
     .with_nodes(reports))
-}
-
-/// Releases a contended lock (just marked released) that this client may
-/// take back at once ([`crate::linger`]): deletes the key on every node without waking a
-/// waiter, and returns once the requests are on their way. Nothing stands
-/// between the holder and that outcome (the lock is held and valid), and
-/// a failed node is left to the key's ttl, as a release's slower nodes are.
-async fn linger_release(state: &LockState, client: &ClientShared, linger: &Linger) {
-    client.watchdog.cancel(state);
-    stop_stragglers(state).await;
-    let nodes = &client.nodes;
-    let (script, keys) = state.release_keys();
-    let args = queue::release_args(nodes, &state.token, Release::Linger);
-    nodes.everywhere_in_order(script, keys, args, client.connect_timeout);
-    client.lingers.linger(nodes, client.connect_timeout, linger);
-    tracing::debug!(resource = %state.resource(), retakes = ?linger.retakes, "lock released, lingering");
-    client.metrics.released(state.resource());
 }
 
 /// Sends the release again, in the background, to the nodes that failed or

@@ -2,7 +2,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use crate::background::Background;
@@ -230,38 +229,6 @@ impl NodeSet {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             nodes.everywhere(script, &keys, &args, patience, only).await;
         });
-    }
-
-    /// [`NodeSet::everywhere_in_background`] to every node, with each
-    /// request already on its node's connection when this returns (if the
-    /// connection is up): whatever this client sends next reaches each node
-    /// after it.
-    pub(crate) fn everywhere_in_order(
-        self: &Arc<Self>,
-        script: &'static LuaScript,
-        keys: Vec<String>,
-        args: Vec<String>,
-        patience: Duration,
-    ) {
-        let Ok(runtime) = crate::runtime::handle() else {
-            return;
-        };
-        let (nodes, running) = (self.clone(), self.background.start());
-        let mut requests = Box::pin(async move {
-            let _running = running;
-            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            nodes.everywhere(script, &keys, &args, patience, |_| true).await;
-        });
-        // One poll here puts each request on its connection; the replies are
-        // awaited on the runtime.
-        let first = {
-            let _in_runtime = runtime.enter();
-            requests.as_mut().poll(&mut Context::from_waker(Waker::noop()))
-        };
-        if first.is_pending() {
-            runtime.spawn(requests);
-        }
     }
 
     /// Per-node reports for an error message, reading replies with `describe`.

@@ -113,16 +113,23 @@ async fn a_holder_that_does_not_come_back_hands_on_at_once() {
     let wakes_before = wakes(&nodes);
     let released = Instant::now();
     lock.release().await.unwrap();
+    // Released on the node when `release` returns, as any release is: any
+    // client may take it now; only the wake-up waits.
+    assert_eq!(
+        get(&nodes[0], &lock_key("gone")),
+        None,
+        "the key outlived the release"
+    );
     assert_eq!(
         wakes(&nodes),
         wakes_before,
         "the release lingered, waking nobody yet"
     );
     let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
-    held.release().await.unwrap();
     // Woken by the hand-on, not by its own next attempt a refresh (at least
     // a sixth of the 1 s waiter lease) later.
     assert!(released.elapsed() < ms(150), "took {:?}", released.elapsed());
+    held.release().await.unwrap();
     assert!(waiter_granted.load(Ordering::SeqCst));
     assert_eq!(wakes(&nodes) - wakes_before, 1, "one wake-up, for the waiter");
 }

@@ -196,7 +196,7 @@ pub fn lock_extend<'env>(
 pub fn lock_release<'env>(env: &'env Env, handle: LockHandle) -> napi::Result<PromiseRaw<'env, ()>> {
     let state = bridge::state(env.raw())?;
     let watcher = handle.0.watcher.take();
-    state.promise_now(handle.0.lock.release_task(), move |env, ()| {
+    state.promise(handle.0.lock.release_task(), move |env, ()| {
         // After the release settles: a loss queued before it still fires.
         stop_watcher(env, watcher);
         undefined(env)

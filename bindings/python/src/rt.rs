@@ -6,7 +6,6 @@
 use std::future::Future;
 use std::sync::OnceLock;
 use std::sync::mpsc::{RecvTimeoutError, sync_channel};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -57,19 +56,8 @@ where
     // Leaving this function by any other way than the answer (Ctrl-C)
     // cancels the operation.
     let _cancel_on_return = canceller.clone().cancel_on_drop();
-    let runtime = handle(py)?;
-    let mut running = Box::pin(async move { canceller.run(future).await });
-    // Polled once here first: an operation that needs no node (a release
-    // that lingers) ends without waking a runtime thread and back.
-    let first = {
-        let _in_runtime = runtime.enter();
-        running.as_mut().poll(&mut Context::from_waker(Waker::noop()))
-    };
-    if let Poll::Ready(Ok(value)) = first {
-        return Ok(value);
-    }
-    runtime.spawn(async move {
-        if let Ok(value) = running.await {
+    handle(py)?.spawn(async move {
+        if let Ok(value) = canceller.run(future).await {
             let _ = tx.send(value);
         }
     });

@@ -4,7 +4,6 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::ptr;
-use std::task::{Context, Poll, Waker};
 
 use futures_util::FutureExt;
 use napi::bindgen_prelude::{FromNapiValue, PromiseRaw};
@@ -24,45 +23,6 @@ impl EnvState {
         V: Send + 'static,
         C: FnOnce(sys::napi_env, V) -> napi::Result<sys::napi_value> + Send + 'static,
     {
-        let (deferred, promise) = self.create_promise()?;
-        self.settle_later(AssertUnwindSafe(future).catch_unwind(), deferred, convert);
-        // SAFETY: a promise value of this environment.
-        unsafe { PromiseRaw::from_napi_value(self.env, promise) }
-    }
-
-    /// [`EnvState::promise`] for an operation that often needs no node (a
-    /// release that lingers, which only puts its requests on their
-    /// connections): polled once here first, it settles at once when that
-    /// finishes it, without a round trip through the runtime and the inbox.
-    pub(crate) fn promise_now<'env, T, V, F, C>(
-        &self,
-        future: F,
-        convert: C,
-    ) -> napi::Result<PromiseRaw<'env, T>>
-    where
-        F: Future<Output = fencelock::Result<V>> + Send + 'static,
-        V: Send + 'static,
-        C: FnOnce(sys::napi_env, V) -> napi::Result<sys::napi_value> + Send + 'static,
-    {
-        let (deferred, promise) = self.create_promise()?;
-        let mut running = Box::pin(AssertUnwindSafe(future).catch_unwind());
-        let first = {
-            let _in_runtime = self.runtime.enter();
-            running.as_mut().poll(&mut Context::from_waker(Waker::noop()))
-        };
-        match first {
-            Poll::Ready(result) => deferred.settle(
-                self.env,
-                result.unwrap_or_else(|_| Err(internal_panic())),
-                convert,
-            ),
-            Poll::Pending => self.settle_later(running, deferred, convert),
-        }
-        // SAFETY: a promise value of this environment.
-        unsafe { PromiseRaw::from_napi_value(self.env, promise) }
-    }
-
-    fn create_promise(&self) -> napi::Result<(Deferred, sys::napi_value)> {
         let mut deferred = ptr::null_mut();
         let mut promise = ptr::null_mut();
         // SAFETY: the live environment of this call.
@@ -70,26 +30,18 @@ impl EnvState {
             unsafe { sys::napi_create_promise(self.env, &mut deferred, &mut promise) },
             "creating a promise",
         )?;
-        Ok((Deferred(deferred), promise))
-    }
-
-    /// Drives `running` on the runtime and settles `deferred` with its
-    /// result on the JavaScript thread.
-    fn settle_later<V, F, C>(&self, running: F, deferred: Deferred, convert: C)
-    where
-        F: Future<Output = std::thread::Result<fencelock::Result<V>>> + Send + 'static,
-        V: Send + 'static,
-        C: FnOnce(sys::napi_env, V) -> napi::Result<sys::napi_value> + Send + 'static,
-    {
+        let deferred = Deferred(deferred);
         let sender = self.sender.clone();
         self.begin();
         // Combinators, not an async block: the operation's future is then
         // polled where it was built, never moved into a block's state.
-        let task = running.map(move |result| {
+        let task = AssertUnwindSafe(future).catch_unwind().map(move |result| {
             let result = result.unwrap_or_else(|_| Err(internal_panic()));
             sender.send(Box::new(move |env| deferred.settle(env, result, convert)), true);
         });
         self.outbox.submit(&self.runtime, Box::pin(task));
+        // SAFETY: a promise value of this environment.
+        unsafe { PromiseRaw::from_napi_value(self.env, promise) }
     }
 }
 
