@@ -219,14 +219,13 @@ fn gave_up(last: Error, claim: &Claim, wait: Duration) -> Error {
 
 /// What the release of `grant` needs to linger ([`crate::linger`]), for a
 /// lock or a semaphore's permit (not a read-write lock) in the default
-/// mode: it may linger when the grant took the key back from this
-/// client's own lingering release, or when this client had to wait for it
-/// (`refused` attempts before the grant) and loops (the acquire began right
-/// after its last release of it, at `started`). A permit lingers on a
-/// single node only: across nodes, a grant of another permit wakes a
-/// waiter while one is free (SEM_ACQUIRE), which then takes the lingering
-/// permit on some nodes as its holder takes it back on others, and both
-/// attempts fail.
+/// mode, on a single node: it may linger when the grant took the key back
+/// from this client's own lingering release, or when this client had to
+/// wait for it (`refused` attempts before the grant) and loops (the acquire
+/// began right after its last release of it, at `started`). Across nodes a
+/// free key can be taken on some nodes by one attempt and on others by
+/// another (a waiter's refresh, the hand-on racing a late re-take), and
+/// both fail: one node decides each race whole.
 fn lingering(
     client: &ClientShared,
     claim: &Claim,
@@ -234,10 +233,13 @@ fn lingering(
     options: &Resolved,
     (refused, started): (u32, Instant),
 ) -> Option<Linger> {
+    if client.nodes.nodes().len() != 1 {
+        return None;
+    }
     let claim_key = match claim {
         Claim::Lock(keys) => keys.lock(),
-        Claim::Permit(keys) if client.nodes.nodes().len() == 1 => keys.size(),
-        Claim::Permit(_) | Claim::Read(_) | Claim::Write(_) => return None,
+        Claim::Permit(keys) => keys.size(),
+        Claim::Read(_) | Claim::Write(_) => return None,
     };
     // Taken back even in fair mode: the key is held again, nothing to hand on.
     let taken_back = client.lingers.take_over(grant.keys.lock());
