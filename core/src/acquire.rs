@@ -222,7 +222,10 @@ fn gave_up(last: Error, claim: &Claim, wait: Duration) -> Error {
 /// mode, on a single node: it may linger when the grant took the key back
 /// from this client's own lingering release, or when this client had to
 /// wait for it (`refused` attempts before the grant) and loops (the acquire
-/// began right after its last release of it, at `started`). Across nodes a
+/// began right after its last release of it, at `started`). An uncontended
+/// grant carries nothing: its release is not counted as a loop's, so the
+/// hot path allocates nothing for re-takes, and a loop is found one
+/// contended cycle later. Across nodes a
 /// free key can be taken on some nodes by one attempt and on others by
 /// another (a waiter's refresh, the hand-on racing a late re-take), and
 /// both fail: one node decides each race whole.
@@ -244,6 +247,9 @@ fn lingering(
     // Taken back even in fair mode: the key is held again, nothing to hand on.
     let taken_back = client.lingers.take_over(grant.keys.lock());
     if options.fair {
+        return None;
+    }
+    if refused == 0 && taken_back.is_none() {
         return None;
     }
     let loops = || refused > 0 && client.lingers.loops(claim_key, started);

@@ -196,7 +196,7 @@ impl Claim {
                 let mut args = args;
                 args.extend([
                     keys.permits().to_string(),
-                    handoff.window_ms.clone(),
+                    handoff.window_ms(),
                     handoff.counted.to_owned(),
                 ]);
                 Request {

@@ -29,8 +29,6 @@ pub(crate) struct NodeSet {
 pub(crate) struct Handoff {
     /// How long a hand-off stays reserved for the woken waiter: twice the
     /// per-node timeout, so a waiter that is merely slow still gets it.
-    pub(crate) window_ms: String,
-    /// The same window as a duration.
     pub(crate) window: Duration,
     /// `"1"` when a waiter whose channel has no listener may be skipped:
     /// only where `PUBLISH` counts every listener, which a Redis Cluster
@@ -39,6 +37,11 @@ pub(crate) struct Handoff {
 }
 
 impl Handoff {
+    /// The window as scripts take it: decimal milliseconds.
+    pub(crate) fn window_ms(&self) -> String {
+        self.window.as_millis().to_string()
+    }
+
     fn of(nodes: &[Node]) -> Self {
         let timeout = nodes.iter().map(Node::request_timeout).max().unwrap_or_default();
         // A PostgreSQL node counts its listeners by their advisory locks
@@ -51,7 +54,6 @@ impl Handoff {
         });
         let window = (timeout * 2).max(Duration::from_millis(1));
         Handoff {
-            window_ms: window.as_millis().to_string(),
             window,
             counted: if counted { "1" } else { "0" },
         }

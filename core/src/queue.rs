@@ -178,7 +178,7 @@ pub(crate) enum Release {
 pub(crate) fn release_args(nodes: &NodeSet, token: &LockToken, release: Release) -> Vec<String> {
     let handoff = nodes.handoff();
     let window_ms = match release {
-        Release::HandOff => handoff.window_ms.clone(),
+        Release::HandOff => handoff.window_ms(),
         Release::Undo | Release::Linger => "0".to_owned(),
     };
     vec![token.as_str().to_owned(), window_ms, handoff.counted.to_owned()]
@@ -268,11 +268,7 @@ impl Leave {
         only: impl Fn(usize) -> bool + Send + Sync + 'static,
     ) {
         let handoff = nodes.handoff();
-        let args = vec![
-            waiter.to_owned(),
-            handoff.window_ms.clone(),
-            handoff.counted.to_owned(),
-        ];
+        let args = vec![waiter.to_owned(), handoff.window_ms(), handoff.counted.to_owned()];
         let patience = nodes
             .nodes()
             .first()

@@ -28,6 +28,20 @@ fn queued_everywhere(nodes: &[RedisNode], resource: &str) -> bool {
     })
 }
 
+/// `a`'s grant of `resource` after waiting behind another client: a
+/// contended grant, whose release counts as a loop's.
+async fn waited_for(nodes: &[RedisNode], a: &Client, resource: &str, fair: bool) -> Lock {
+    let other = client(nodes).await;
+    let held = other.acquire(resource, options(0).fair(fair)).await.unwrap();
+    let a_waits = {
+        let (a, name) = (a.clone(), resource.to_owned());
+        tokio::spawn(async move { a.acquire(&name, options(10_000).fair(fair)).await.unwrap() })
+    };
+    assert!(wait_until(ms(5_000), || queued_everywhere(nodes, resource)).await);
+    held.release().await.unwrap();
+    a_waits.await.unwrap()
+}
+
 /// Client `a` loops on `resource`: it holds it, releases it to a waiter
 /// and asks for it again at once, so it waits and is handed it back (a
 /// contended grant, asked for right after a release). Then a third client
@@ -39,7 +53,7 @@ async fn contended(
     resource: &str,
     fair: bool,
 ) -> (Lock, Arc<AtomicBool>, tokio::task::JoinHandle<Lock>) {
-    let first = a.acquire(resource, options(0).fair(fair)).await.unwrap();
+    let first = waited_for(nodes, a, resource, fair).await;
     let (b, name) = (client(nodes).await, resource.to_owned());
     let in_between = tokio::spawn(async move {
         let lock = b.acquire(&name, options(10_000).fair(fair)).await.unwrap();
@@ -209,7 +223,16 @@ async fn a_permit_holder_that_comes_back_takes_its_permit_back() {
     let queue = format!("{}:sem:queue", lock_key("pool"));
     let queued = || nodes[0].command(&["ZCARD", &queue]) == redis::Value::Int(1);
     // A loops: it holds the one permit, lets a waiter have it, and asks again at once.
-    let first = a_sem.acquire(options(0)).await.unwrap();
+    // Its first permit after waiting (a contended grant).
+    let other = client(&nodes).await.semaphore("pool", 1).unwrap();
+    let held = other.acquire(options(0)).await.unwrap();
+    let a_first = {
+        let a_sem = a_sem.clone();
+        tokio::spawn(async move { a_sem.acquire(options(10_000)).await.unwrap() })
+    };
+    assert!(wait_until(ms(5_000), queued).await);
+    held.release().await.unwrap();
+    let first = a_first.await.unwrap();
     let in_between = {
         let b_sem = b_sem.clone();
         tokio::spawn(async move {
