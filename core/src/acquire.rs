@@ -401,7 +401,9 @@ async fn attempt(
     let stragglers = match entry.waiter {
         Some(waiter) => stragglers.finish_each(
             || (),
-            claim.leave().where_late_refused(nodes.clone(), waiter.to_owned()),
+            claim
+                .leave()
+                .where_late_refused(nodes.clone(), waiter.to_owned(), place.pending),
         ),
         None => stragglers.finish_in_background(),
     };

@@ -277,23 +277,64 @@ impl Leave {
         nodes.everywhere_in_background(self.script, self.keys.to_vec(), args, patience, only);
     }
 
-    /// For the acquire requests still on their way when `waiter` was
-    /// granted: each node that queues it after all (it refused, or failed
-    /// and may have) is left. Nodes that answered in time are the
+    /// For the acquire requests still on their way (the nodes `pending`
+    /// selects) when `waiter` was granted: each node that queues it after
+    /// all (it refused, or failed and may have) is left. So is every node
+    /// whose answer never comes because the holder let go first and stopped
+    /// waiting for it ([`crate::lock`]): what was sent there runs ahead of
+    /// the leave on the node's connection. A waiter left behind would sit
+    /// first in that node's line, handed every release there until its
+    /// lease ran out. Nodes that answered in time are the
     /// [`crate::waiter::Waiter`]'s to leave.
     pub(crate) fn where_late_refused(
         self,
         nodes: Arc<NodeSet>,
         waiter: String,
+        pending: u128,
     ) -> impl FnMut((usize, Reply)) + Send + 'static {
-        move |(i, reply)| {
-            let queued = match &reply {
-                Ok(value) => Refusal::read(value).is_some_and(|refusal| refusal.position.is_some()),
-                Err(_) => true,
-            };
-            if queued {
-                self.in_background(&nodes, &waiter, move |j| j == i);
-            }
+        let mut late = LateNodes {
+            leave: self,
+            nodes,
+            waiter,
+            unanswered: pending,
+        };
+        move |(i, reply)| late.answered(i, &reply)
+    }
+}
+
+/// The nodes of a granted waiter's attempt that had not answered when it
+/// was decided; dropped (the replies are no longer awaited), it leaves
+/// those that still have not.
+struct LateNodes {
+    leave: Leave,
+    nodes: Arc<NodeSet>,
+    waiter: String,
+    /// Bit `i` set: node `i` has not answered yet.
+    unanswered: u128,
+}
+
+impl LateNodes {
+    fn answered(&mut self, i: usize, reply: &Reply) {
+        if i < 128 {
+            self.unanswered &= !(1 << i);
+        }
+        let queued = match reply {
+            Ok(value) => Refusal::read(value).is_some_and(|refusal| refusal.position.is_some()),
+            Err(_) => true,
+        };
+        if queued {
+            self.leave
+                .in_background(&self.nodes, &self.waiter, move |j| j == i);
+        }
+    }
+}
+
+impl Drop for LateNodes {
+    fn drop(&mut self) {
+        let unanswered = self.unanswered;
+        if unanswered != 0 {
+            let only = move |j: usize| j < 128 && unanswered & (1 << j) != 0;
+            self.leave.in_background(&self.nodes, &self.waiter, only);
         }
     }
 }

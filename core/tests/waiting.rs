@@ -319,3 +319,44 @@ async fn waiters_on_five_nodes_cost_a_few_requests_per_grant() {
         "{wakes_per_node:.2} wake-ups per node per grant"
     );
 }
+
+/// A waiter granted before a slow node answered, and released at once,
+/// still leaves that node's queue: its attempt there queued it (the node
+/// refused), and a waiter left behind would sit first in line and be handed
+/// the lock on every release there until its lease ran out. Seen failing
+/// before the fix: the entry stayed until the queue itself expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_granted_before_a_slow_node_answered_leaves_its_queue_there() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let proxy = FaultProxy::start(nodes[2].port());
+    let waiter_client = fencelock::Client::builder()
+        .nodes([nodes[0].url(), nodes[1].url(), proxy.url()])
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .build()
+        .await
+        .unwrap();
+    let holder_client = client(&nodes).await;
+    let holder = holder_client.acquire("slow", options(10_000, 0)).await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let lock = waiter_client
+            .acquire("slow", options(10_000, 8_000))
+            .await
+            .unwrap();
+        // Released at once: before the slow node's answer to the winning attempt.
+        lock.release().await.unwrap();
+        waiter_client
+    });
+    assert!(wait_until(ms(3_000), || queue_len(&nodes[2], "slow") == 1).await);
+    // The slow node keeps refusing: another owner holds the key there.
+    nodes[2].command(&["SET", &lock_key("slow"), "someone-else", "PX", "10000"]);
+    proxy.set(Mode::Delay {
+        each_way: ms(150),
+        jitter: Duration::ZERO,
+    });
+    holder.release().await.unwrap();
+    let _waiter_client = waiter.await.unwrap();
+    assert!(
+        wait_until(ms(600), || queue_len(&nodes[2], "slow") == 0).await,
+        "the waiter is still queued on the slow node"
+    );
+}
