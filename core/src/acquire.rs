@@ -43,11 +43,12 @@ struct Grant {
     place: Place,
 }
 
-/// A failed attempt: its error, and what the nodes said of the waiter's
-/// place in the queue.
+/// A failed attempt: its error, what the nodes said of the waiter's place
+/// in the queue, and the undo of what it was granted, still under way.
 struct Refused {
     error: Error,
     place: Place,
+    undo: Option<JoinHandle<()>>,
 }
 
 impl From<Error> for Refused {
@@ -55,6 +56,7 @@ impl From<Error> for Refused {
         Refused {
             error,
             place: Place::default(),
+            undo: None,
         }
     }
 }
@@ -147,7 +149,14 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
     let deadline = started + options.wait;
     let mut waiter = (!options.wait.is_zero()).then(|| Waiter::new(&client, claim.leave()));
     let mut retry = 0u32;
+    let mut undoing: Option<JoinHandle<()>> = None;
     loop {
+        if let Some(undo) = undoing.take() {
+            // The next attempt must not overtake the last one's undo: a node
+            // would refuse it for the grant that is about to be taken back,
+            // and nothing would tell the waiter once it was.
+            let _ = undo.await;
+        }
         if let Some(waiter) = &mut waiter {
             waiter.attempting();
         }
@@ -173,7 +182,8 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                 let linger = lingering(&client, &claim, &grant, &options, (retry, started));
                 return Ok(hand_out(&client, grant, &options, linger));
             }
-            Err(Refused { error, place }) if is_retryable(error.kind()) => {
+            Err(Refused { error, place, undo }) if is_retryable(error.kind()) => {
+                undoing = undo;
                 let now = Instant::now();
                 if now >= deadline {
                     return Err(gave_up(error, &claim, options.wait));
@@ -357,6 +367,7 @@ async fn attempt(
         return Err(Refused {
             error: refusal(nodes, claim, &replies),
             place,
+            undo: cleanup.undo(),
         });
     };
     let fencing_token = FencingToken::from_grants(&counters).expect("a quorum granted, so a counter exists");
@@ -390,6 +401,7 @@ async fn attempt(
                 ),
             )
             .with_resource(claim.name()),
+            undo: cleanup.undo(),
         });
     };
     cleanup.succeeded(slot, &counters);
@@ -569,10 +581,15 @@ impl<'a> Cleanup<'a> {
     }
 }
 
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
+impl Cleanup<'_> {
+    /// Undoes the attempt now; returns the task doing it.
+    fn undo(mut self) -> Option<JoinHandle<()>> {
+        self.undo_once()
+    }
+
+    fn undo_once(&mut self) -> Option<JoinHandle<()>> {
+        if !std::mem::replace(&mut self.armed, false) {
+            return None;
         }
         // Runs on the internal runtime even when the attempt was cancelled; the
         // undo travels behind the acquire on each connection, so it lands
@@ -585,6 +602,12 @@ impl Drop for Cleanup<'_> {
             self.keep,
             self.patience,
             move |i| !(i < 128 && skip & (1 << i) != 0),
-        );
+        )
+    }
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        self.undo_once();
     }
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use rand::Rng;
 use redis::Value;
+use tokio::task::JoinHandle;
 
 use crate::error::Result;
 use crate::fencing::MAX_FENCING_TOKEN;
@@ -261,8 +262,9 @@ impl Claim {
     }
 
     /// Undoes an attempt with `token` on the nodes `only` selects, in the
-    /// background, waking nobody. For a semaphore, `keep` is a slot that
-    /// stays (the one the attempt won): a node may have granted another.
+    /// background, waking nobody; returns the task doing it. For a
+    /// semaphore, `keep` is a slot that stays (the one the attempt won): a
+    /// node may have granted another.
     pub(crate) fn undo_in_background(
         &self,
         nodes: &Arc<NodeSet>,
@@ -271,7 +273,7 @@ impl Claim {
         keep: Option<usize>,
         patience: Duration,
         only: impl Fn(usize) -> bool + Send + Sync + 'static,
-    ) {
+    ) -> Option<JoinHandle<()>> {
         let (script, keys, args) = match self {
             Claim::Permit(keys) => {
                 let slots: Vec<String> = (0..keys.slots().len())
@@ -279,7 +281,7 @@ impl Claim {
                     .map(|slot| keys.slots()[slot].clone())
                     .collect();
                 if slots.is_empty() {
-                    return;
+                    return None;
                 }
                 (&*scripts::SEM_UNDO, slots, vec![token.as_str().to_owned()])
             }
@@ -289,7 +291,7 @@ impl Claim {
                 (script, keys, queue::release_args(nodes, token, Release::Undo))
             }
         };
-        nodes.everywhere_in_background(script, keys, args, patience, only);
+        nodes.everywhere_in_background(script, keys, args, patience, only)
     }
 }
 

@@ -4,6 +4,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
+
 use crate::background::Background;
 use crate::compare_and_act::{CompareAndAct, compare_and_act, read_compare_and_act};
 use crate::endpoint::Topology;
@@ -212,7 +214,8 @@ impl NodeSet {
     /// [`NodeSet::everywhere`] in the background on the internal runtime,
     /// counted for `Client::settle`: clean-up nobody waits for (an undo, the
     /// rest of a release, a waiter leaving the queue). It runs even when the
-    /// caller's future is dropped.
+    /// caller's future is dropped. Returns its task, for a caller that
+    /// must not overtake it (`None`: no runtime to run it on).
     pub(crate) fn everywhere_in_background(
         self: &Arc<Self>,
         script: &'static LuaScript,
@@ -220,17 +223,15 @@ impl NodeSet {
         args: Vec<String>,
         patience: Duration,
         only: impl Fn(usize) -> bool + Send + Sync + 'static,
-    ) {
-        let Ok(runtime) = crate::runtime::handle() else {
-            return;
-        };
+    ) -> Option<JoinHandle<()>> {
+        let runtime = crate::runtime::handle().ok()?;
         let (nodes, running) = (self.clone(), self.background.start());
-        runtime.spawn(async move {
+        Some(runtime.spawn(async move {
             let _running = running;
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             nodes.everywhere(script, &keys, &args, patience, only).await;
-        });
+        }))
     }
 
     /// Per-node reports for an error message, reading replies with `describe`.

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::queue::{Entry, Leave, Place};
+use rand::Rng;
+
+use crate::queue::{Entry, Leave, Place, REFRESH_EVERY};
 use crate::shared::ClientShared;
 use crate::wake::Registration;
 
@@ -21,6 +23,9 @@ pub(crate) struct Waiter {
     /// The last pause was none, to even out unequal tickets at once (done
     /// once in a row, so it cannot spin).
     evening: bool,
+    /// Attempts in a row that fewer than a quorum of nodes refused (see
+    /// [`Waiter::pause`]).
+    split: u32,
     /// The key the wake-ups before this attempt named most.
     prefer: Option<String>,
     /// Whether attempts carry the waiter's id, and so enter the queues:
@@ -41,6 +46,7 @@ impl Waiter {
             place: Place::default(),
             entered: 0,
             evening: false,
+            split: 0,
             prefer: None,
             queuing: false,
         }
@@ -106,7 +112,13 @@ impl Waiter {
         if self.evening {
             return Some(Duration::ZERO);
         }
-        Some(self.place.pause())
+        let refusals = self.place.queued.count_ones() as usize;
+        if self.client.nodes.quorum().reached(refusals) {
+            self.split = 0;
+            return Some(self.place.pause());
+        }
+        self.split = self.split.saturating_add(1);
+        Some(split_pause(self.split))
     }
 
     /// Sleeps for `pause`, or until a release hands this waiter the lock,
@@ -125,6 +137,20 @@ impl Waiter {
             () = tokio::time::sleep(pause) => {}
         }
     }
+}
+
+/// The pause after the `split`-th attempt in a row that fewer than a
+/// quorum of nodes refused: the others granted (a split vote, say between
+/// permits of a semaphore, or with an attempt whose grants were not undone
+/// yet) or failed. What they granted is free for someone, and hand-offs from
+/// the minority that queued this waiter cannot wake it, so it comes back
+/// soon rather than at its next refresh: 1 ms, doubling, jittered so that
+/// the waiters that split do not meet again, never above the refresh pause.
+fn split_pause(split: u32) -> Duration {
+    let doubled = Duration::from_millis(1) * 2u32.saturating_pow(split.saturating_sub(1).min(16));
+    doubled
+        .mul_f64(rand::rng().random_range(0.5..=1.5))
+        .min(REFRESH_EVERY)
 }
 
 impl Drop for Waiter {

@@ -393,3 +393,44 @@ async fn errors_name_the_permit_and_the_semaphore() {
     let again = reader.extend(ms(5_000)).await.unwrap_err();
     assert!(again.to_string().contains("read lock 'named'"), "{again}");
 }
+
+/// An attempt that fewer than a quorum of nodes refused (here node A grants
+/// permit 1, node B permit 0, node C refuses) is a split vote: permits are
+/// free somewhere, and the one node that queued the waiter cannot wake it
+/// alone. The waiter comes back within milliseconds, not at its next
+/// refresh (a sixth to a third of a second): once the permits are free on A
+/// and B (deleted behind the protocol's back, so that no release wakes
+/// anyone), it is served at once. Seen failing before the split pause:
+/// served after 200–330 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_attempt_split_comes_back_at_once() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let foreign = |node: &RedisNode, slot: u32| {
+        node.command(&["SET", &slot_key("split", slot), "someone-else", "PX", "20000"]);
+    };
+    foreign(&nodes[0], 0);
+    foreign(&nodes[1], 1);
+    foreign(&nodes[2], 0);
+    foreign(&nodes[2], 1);
+    let waiter_client = client(&nodes).await;
+    let waiter = tokio::spawn(async move {
+        let semaphore = waiter_client.semaphore("split", 2).unwrap();
+        let permit = semaphore.acquire(options(10_000, 8_000)).await.unwrap();
+        (Instant::now(), permit, waiter_client)
+    });
+    let queued = wait_until(ms(5_000), || {
+        matches!(
+            nodes[2].command(&["ZCARD", "fencelock:{split}:sem:queue"]),
+            redis::Value::Int(1)
+        )
+    })
+    .await;
+    assert!(queued, "the waiter never entered node C's queue");
+    let freed = Instant::now();
+    nodes[0].command(&["DEL", &slot_key("split", 0)]);
+    nodes[1].command(&["DEL", &slot_key("split", 1)]);
+    let (served, permit, _client) = waiter.await.unwrap();
+    let took = served - freed;
+    assert!(took < ms(150), "served {took:?} after the permits were freed");
+    permit.release().await.unwrap();
+}
