@@ -154,8 +154,11 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
         if let Some(undo) = undoing.take() {
             // The next attempt must not overtake the last one's undo: a node
             // would refuse it for the grant that is about to be taken back,
-            // and nothing would tell the waiter once it was.
-            let _ = undo.await;
+            // and nothing would tell the waiter once it was. Not for longer
+            // than a node may take to answer, nor past the deadline: an undo
+            // waiting for a node that is down must not hold up the others.
+            let left = deadline.saturating_duration_since(Instant::now());
+            let _ = tokio::time::timeout(client.nodes.request_timeout().min(left), undo).await;
         }
         if let Some(waiter) = &mut waiter {
             waiter.attempting();

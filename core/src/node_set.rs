@@ -87,6 +87,12 @@ impl NodeSet {
         self.quorum
     }
 
+    /// How long one request to a node may take (the per-node timeout; every
+    /// node of a client has the same).
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.nodes.first().map(Node::request_timeout).unwrap_or_default()
+    }
+
     /// The Redlock safety margin subtracted from every validity: `ttl·drift + 2 ms`.
     pub(crate) fn safety_margin(&self, ttl: Duration) -> Duration {
         ttl.mul_f64(self.drift_factor) + Duration::from_millis(2)

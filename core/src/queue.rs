@@ -269,11 +269,7 @@ impl Leave {
     ) {
         let handoff = nodes.handoff();
         let args = vec![waiter.to_owned(), handoff.window_ms(), handoff.counted.to_owned()];
-        let patience = nodes
-            .nodes()
-            .first()
-            .map(|n| n.request_timeout())
-            .unwrap_or_default();
+        let patience = nodes.request_timeout();
         nodes.everywhere_in_background(self.script, self.keys.to_vec(), args, patience, only);
     }
 
