@@ -401,7 +401,7 @@ async fn errors_name_the_permit_and_the_semaphore() {
 /// refresh (a sixth to a third of a second): once the permits are free on A
 /// and B (deleted behind the protocol's back, so that no release wakes
 /// anyone), it is served at once. Seen failing before the split pause:
-/// served after 200–330 ms.
+/// served after 180–330 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_attempt_split_comes_back_at_once() {
     let nodes = RedisNode::start_many(3, &NodeOptions::default());
