@@ -87,10 +87,14 @@ impl NodeSet {
         self.quorum
     }
 
-    /// How long one request to a node may take (the per-node timeout; every
-    /// node of a client has the same).
+    /// How long one request to a node may take: the longest per-node
+    /// timeout, as for the hand-off window.
     pub(crate) fn request_timeout(&self) -> Duration {
-        self.nodes.first().map(Node::request_timeout).unwrap_or_default()
+        self.nodes
+            .iter()
+            .map(Node::request_timeout)
+            .max()
+            .unwrap_or_default()
     }
 
     /// The Redlock safety margin subtracted from every validity: `ttl·drift + 2 ms`.

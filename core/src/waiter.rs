@@ -166,3 +166,21 @@ impl Drop for Waiter {
             });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A split vote comes back within about a millisecond, later ones
+    /// double, and none waits longer than a refresh would.
+    #[test]
+    fn split_pauses_start_short_double_and_stay_under_a_refresh() {
+        for _ in 0..100 {
+            assert!(split_pause(1) <= Duration::from_micros(1_500));
+            assert!(split_pause(4) >= Duration::from_millis(4));
+            assert!(split_pause(4) <= Duration::from_millis(12));
+            assert!(split_pause(40) <= REFRESH_EVERY);
+            assert!(split_pause(u32::MAX) <= REFRESH_EVERY);
+        }
+    }
+}

@@ -711,16 +711,6 @@ fn run_grant_worker(urls: &[String], label: &str) {
     println!("{T16_LINE}done {grants} {release_failures}");
 }
 
-/// The RAISE_FENCE script's SHA1, as every front calls it (tests/vectors/protocol.json).
-fn raise_fence_sha() -> &'static str {
-    let vectors: serde_json::Value =
-        serde_json::from_str(include_str!("../../tests/vectors/protocol.json")).expect("valid JSON");
-    let sha = vectors["scripts"]["RAISE_FENCE"]
-        .as_str()
-        .expect("RAISE_FENCE's SHA1");
-    String::leak(sha.to_owned())
-}
-
 /// T39: a raise counts only on nodes that granted. 3 nodes with counters
 /// 4, 2, 0. B (ttl 5 s) takes node 3 first (counter 1) while its request to
 /// node 2 is slow and node 1 is out of its reach. Then A (ttl 500 ms) gets
@@ -758,7 +748,7 @@ async fn t39_a_raise_counts_only_on_nodes_that_granted() {
         .build()
         .await
         .unwrap();
-    a_link_2.set(Mode::ResetOnRequest(raise_fence_sha()));
+    a_link_2.set(Mode::ResetOnRequest(script_sha("RAISE_FENCE")));
 
     let b_acquire = tokio::spawn(async move {
         let lock = b.acquire(RESOURCE, LockOptions::new(ms(5000))).await;

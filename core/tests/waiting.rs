@@ -288,14 +288,6 @@ async fn an_uncontended_acquire_costs_one_request_per_node() {
     );
 }
 
-/// A script's SHA1, as every front calls it (tests/vectors/protocol.json).
-fn script_sha(name: &str) -> &'static str {
-    let vectors: serde_json::Value =
-        serde_json::from_str(include_str!("../../tests/vectors/protocol.json")).expect("valid JSON");
-    let sha = vectors["scripts"][name].as_str().expect("the script's SHA1");
-    String::leak(sha.to_owned())
-}
-
 /// The SHA1 of every `EVALSHA` a node runs while it watches (`MONITOR` on
 /// its own connection, read on its own thread).
 struct ScriptMonitor {

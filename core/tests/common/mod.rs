@@ -228,3 +228,14 @@ pub async fn lock_survives_a_disconnect(client: &Client, proxy: &FaultProxy, res
     second.release().await.unwrap();
     lock.release().await.unwrap();
 }
+
+/// A protocol script's SHA1 by its name in tests/vectors/protocol.json
+/// (`ACQUIRE`, `RAISE_FENCE`, …), as every front calls it.
+pub fn script_sha(name: &str) -> &'static str {
+    let vectors: serde_json::Value =
+        serde_json::from_str(include_str!("../../../tests/vectors/protocol.json")).expect("valid JSON");
+    let sha = vectors["scripts"][name]
+        .as_str()
+        .unwrap_or_else(|| panic!("no SHA1 for script {name} in the vectors"));
+    String::leak(sha.to_owned())
+}

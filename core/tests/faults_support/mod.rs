@@ -10,7 +10,7 @@ mod common;
 
 pub use common::{
     GENEROUS_NODE_TIMEOUT, NODE_TIMEOUT, acquire_everywhere, get, lock_key, lock_keys_on,
-    lock_survives_a_disconnect, ms, pttl, wait_until, wait_until_settled,
+    lock_survives_a_disconnect, ms, pttl, script_sha, wait_until, wait_until_settled,
 };
 
 use std::sync::Arc;
