@@ -13,12 +13,15 @@
  *   report per node) that you free with fencelock_error_free. It is written only
  *   on failure.
  * - Ownership: objects you receive through `**out` (client, lock, options,
- *   operation, observation, error) are yours and are freed by their own
- *   *_free function.
- *   Strings returned as `const char *` belong to the object they came from and
- *   live as long as it does; the one string that is yours (fencelock_fenced_get)
- *   says so and is freed with fencelock_string_free. Input strings and buffers
- *   are borrowed for the call only.
+ *   operation, observation, inspection, error) are yours and are freed by
+ *   their own *_free function; so are those a *_async callback receives, as
+ *   its type says.
+ *   Strings and structs returned as `const char *` or `const T *` belong to
+ *   the object they came from and live as long as it does; the strings that
+ *   are yours (fencelock_fenced_get's value, and the value a
+ *   fencelock_fenced_value_callback receives) say so and are freed with
+ *   fencelock_string_free. Input strings and buffers are borrowed for the
+ *   call only.
  * - NULL: *_free(NULL), fencelock_event_clear(NULL) and
  *   fencelock_leader_clear(NULL) do nothing. Any other NULL pointer argument
  *   returns FENCELOCK_STATUS_NULL_ARGUMENT unless the function says NULL is
@@ -445,6 +448,17 @@ typedef struct fencelock_client fencelock_client;
 typedef struct fencelock_error fencelock_error;
 
 /**
+ * Each node's view of one lock, from [`fencelock_inspect`] or
+ * [`fencelock_inspect_async`]: one entry per node of the client, in the
+ * order of the client's nodes (the URLs given to `fencelock_client_new`).
+ * For monitoring: out of date as soon as it is read.
+ *
+ * Owned by the caller and freed with [`fencelock_inspection_free`].
+ * Immutable: any thread may read it, concurrently.
+ */
+typedef struct fencelock_inspection fencelock_inspection;
+
+/**
  * A lock taken by `fencelock_acquire`, `fencelock_acquire_with`,
  * `fencelock_try_acquire` or their `_async` variants; also a leadership
  * (`fencelock_campaign`), a semaphore's permit
@@ -509,6 +523,20 @@ typedef struct fencelock_operation fencelock_operation;
  * Not thread-safe: do not set from two threads at once.
  */
 typedef struct fencelock_options fencelock_options;
+
+/**
+ * Called once when a [`fencelock_client_new_async`] ends, on fencelock's
+ * callback thread. On `FENCELOCK_STATUS_OK`, `client` is the new client
+ * and `error` is NULL; otherwise `client` is NULL and `error` holds the
+ * detail (`CANCELLED` after `fencelock_operation_cancel`). Both become the
+ * callback's to free (`fencelock_client_free`, `fencelock_error_free`), now
+ * or later from any thread. Same rules as
+ * [`crate::fencelock_acquire_callback`].
+ */
+typedef void (*fencelock_client_callback)(void *user_data,
+                                          fencelock_status status,
+                                          struct fencelock_client *client,
+                                          struct fencelock_error *error);
 
 /**
  * One event. The lock is identified by its resource and fencing token
@@ -591,6 +619,81 @@ typedef struct fencelock_fence {
 typedef void (*fencelock_done_callback)(void *user_data,
                                         fencelock_status status,
                                         struct fencelock_error *error);
+
+/**
+ * Called once when a [`fencelock_fenced_get_async`] ends, on fencelock's
+ * callback thread. On `FENCELOCK_STATUS_OK`, `value` is the stored value as
+ * a new NUL-terminated string, the callback's to free with
+ * [`fencelock_string_free`] (now or later, from any thread), or NULL when
+ * the key does not exist; `token` is the token that wrote it (0 when
+ * absent), and `error` is NULL. Otherwise `value` is NULL, `token` 0, and
+ * `error` (the callback's to free) says why (`CANCELLED` after
+ * `fencelock_operation_cancel`). Same rules as
+ * [`crate::fencelock_acquire_callback`].
+ */
+typedef void (*fencelock_fenced_value_callback)(void *user_data,
+                                                fencelock_status status,
+                                                char *value,
+                                                uint64_t token,
+                                                struct fencelock_error *error);
+
+/**
+ * Called once when a [`fencelock_inspect_async`] ends, on fencelock's
+ * callback thread.
+ *
+ * On `FENCELOCK_STATUS_OK`, `inspection` is the answer and `error` is NULL;
+ * otherwise `inspection` is NULL and `error` holds the detail (`CANCELLED`
+ * after `fencelock_operation_cancel`). Both become the callback's to free
+ * (`fencelock_inspection_free`, `fencelock_error_free`), now or later from
+ * any thread. Same rules as [`crate::fencelock_acquire_callback`].
+ */
+typedef void (*fencelock_inspect_callback)(void *user_data,
+                                           fencelock_status status,
+                                           struct fencelock_inspection *inspection,
+                                           struct fencelock_error *error);
+
+/**
+ * One node's view of a lock, in a [`fencelock_inspection`].
+ *
+ * Owned by the inspection it came from: read it, never free or modify it;
+ * it and its strings live until [`fencelock_inspection_free`]. Later
+ * versions only append fields (the library owns the struct, so a program
+ * built against this header keeps working).
+ */
+typedef struct fencelock_node_lock_state {
+  /**
+   * The node's URL without credentials: NUL-terminated UTF-8, never NULL.
+   */
+  const char *node;
+  /**
+   * Whether the lock key exists on that node.
+   */
+  bool held;
+  /**
+   * Whether `ttl_ms` is the key's remaining ttl: false when the key does
+   * not exist there, has no ttl, or the node did not answer.
+   */
+  bool has_ttl;
+  /**
+   * The key's remaining ttl in ms when `has_ttl`, else 0.
+   */
+  uint64_t ttl_ms;
+  /**
+   * The resource's fencing counter on that node: how many grants it has
+   * counted there, ever (0 when none, or when the node did not answer).
+   */
+  uint64_t fencing_counter;
+  /**
+   * The waiters in the lock's queue on that node whose lease still runs
+   * (docs/protocol.md §4.9).
+   */
+  uint64_t waiters;
+  /**
+   * NULL when the node answered; otherwise why it did not (NUL-terminated
+   * UTF-8), and the other fields say nothing about it.
+   */
+  const char *error;
+} fencelock_node_lock_state;
 
 /**
  * The limits of this library, read at run time (the same values as the
@@ -850,6 +953,19 @@ typedef void (*fencelock_leader_callback)(void *user_data,
                                           const struct fencelock_leader *leader,
                                           struct fencelock_error *error);
 
+/**
+ * Called once when a [`fencelock_semaphore_holders_async`] ends, on
+ * fencelock's callback thread: on `FENCELOCK_STATUS_OK`, `holders` is the
+ * count and `error` is NULL; otherwise `holders` is 0 and `error` (the
+ * callback's to free) says why (`CANCELLED` after
+ * `fencelock_operation_cancel`). Same rules as
+ * [`crate::fencelock_acquire_callback`].
+ */
+typedef void (*fencelock_holders_callback)(void *user_data,
+                                           fencelock_status status,
+                                           size_t holders,
+                                           struct fencelock_error *error);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -883,6 +999,37 @@ fencelock_status fencelock_client_new(const char *const *urls,
                                       const struct fencelock_options *options,
                                       struct fencelock_client **out,
                                       struct fencelock_error **error);
+
+/**
+ * Starts connecting as [`fencelock_client_new`] does and returns at once;
+ * `callback` gets the client (the callback's to free) or the failure
+ * exactly once, on fencelock's callback thread, possibly before this
+ * function returns.
+ *
+ * `urls` and `options` are copied before this returns (free them right
+ * after). `operation_out`, `user_data` and the returned status as
+ * [`crate::fencelock_acquire_async`]: a NULL `urls` (with `n_urls` above
+ * 0) or `callback` (`NULL_ARGUMENT`) or a URL that is not UTF-8
+ * (`INVALID_UTF8`) fails this call, and the callback is then never called.
+ * What [`fencelock_client_new`] returns as a status (`CONFIG` for no
+ * nodes, a bad URL or option; `AUTH`; `TLS`) goes to the callback.
+ * [`crate::fencelock_operation_cancel`] stops the connecting: the callback
+ * then gets `CANCELLED` at once, and the client being made is dropped
+ * (its connecting, in the background, ends within the connect timeout).
+ * Never blocks. Thread-safe.
+ *
+ * # Safety
+ * `urls` is NULL or valid for `n_urls` pointers, each NULL or
+ * NUL-terminated; `options` is NULL or live; `callback` is NULL or a
+ * function of that type; `operation_out` and `error` are NULL or writable.
+ */
+fencelock_status fencelock_client_new_async(const char *const *urls,
+                                            size_t n_urls,
+                                            const struct fencelock_options *options,
+                                            fencelock_client_callback callback,
+                                            void *user_data,
+                                            struct fencelock_operation **operation_out,
+                                            struct fencelock_error **error);
 
 /**
  * Closes the client and frees it. NULL is a no-op.
@@ -1162,8 +1309,8 @@ fencelock_status fencelock_fenced_set_async(const struct fencelock_client *clien
  *
  * On `OK`, `*value_out` receives a new NUL-terminated string the caller
  * frees with [`fencelock_string_free`] (NULL when the key does not exist)
- * and `*token_out` the token (0 when absent). Blocks for one round trip.
- * Thread-safe.
+ * and `*token_out` the token (0 when absent). Blocks for one round trip;
+ * use [`fencelock_fenced_get_async`] not to block. Thread-safe.
  *
  * # Safety
  * `client` is NULL or live; `key` is NULL or NUL-terminated; the
@@ -1176,6 +1323,32 @@ fencelock_status fencelock_fenced_get(const struct fencelock_client *client,
                                       struct fencelock_error **error);
 
 /**
+ * Starts [`fencelock_fenced_get`] and returns at once; `callback` gets the
+ * value and its token, or the failure, exactly once on fencelock's callback
+ * thread, possibly before this function returns.
+ *
+ * `operation_out`, `user_data` and the returned status as
+ * [`crate::fencelock_acquire_async`]: a NULL `client`, `key` or `callback`
+ * (`NULL_ARGUMENT`) or a key that is not UTF-8 (`INVALID_UTF8`) fails this
+ * call, and the callback is then never called; a key the read refuses
+ * (empty, too long, of a lock key's form) is reported to the callback
+ * (`INVALID_ARGUMENT`), as [`fencelock_fenced_set_async`] does.
+ * [`crate::fencelock_operation_cancel`] stops a read in flight: the
+ * callback then gets `CANCELLED`. Never blocks. Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `key` is NULL or NUL-terminated; `callback` is
+ * NULL or a function of that type; `operation_out` and `error` are NULL or
+ * writable.
+ */
+fencelock_status fencelock_fenced_get_async(const struct fencelock_client *client,
+                                            const char *key,
+                                            fencelock_fenced_value_callback callback,
+                                            void *user_data,
+                                            struct fencelock_operation **operation_out,
+                                            struct fencelock_error **error);
+
+/**
  * Frees a string this library returned as the caller's. NULL is a no-op.
  *
  * # Safety
@@ -1183,6 +1356,95 @@ fencelock_status fencelock_fenced_get(const struct fencelock_client *client,
  * caller's to free, not freed before.
  */
 void fencelock_string_free(char *string);
+
+/**
+ * Each node's view of the lock on `resource`: held or not, the ttl left,
+ * the fencing counter and the live waiters, or the node's error. One
+ * read-only script per node, all at once; the owner's token is never
+ * read. For operators (`fencelock inspect` shows the same).
+ *
+ * * `resource`: NUL-terminated UTF-8, 1 to `FENCELOCK_MAX_RESOURCE_BYTES`
+ *   bytes, borrowed for the call.
+ * * `out`: receives the inspection on success only; read it with
+ *   [`fencelock_inspection_node_count`] and [`fencelock_inspection_node`],
+ *   free it with [`fencelock_inspection_free`].
+ * * `error`: NULL, or receives detail on failure.
+ *
+ * A node that does not answer does not fail the call: its entry's `error`
+ * says why. Statuses: `OK`; `INVALID_ARGUMENT` (empty, oversized or
+ * malformed resource); `INVALID_UTF8`; `NULL_ARGUMENT`; `CLOSED` (client
+ * used after `fork()`, or closed); `WOULD_BLOCK` (on a thread of an async
+ * runtime).
+ *
+ * Blocks for one round trip to the nodes, each bounded by the connect
+ * timeout; use [`fencelock_inspect_async`] not to block. Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `resource` is NULL or NUL-terminated; `out`
+ * and `error` are NULL or writable.
+ */
+fencelock_status fencelock_inspect(const struct fencelock_client *client,
+                                   const char *resource,
+                                   struct fencelock_inspection **out,
+                                   struct fencelock_error **error);
+
+/**
+ * Starts [`fencelock_inspect`] and returns at once; `callback` gets the
+ * inspection (the callback's to free) or the failure exactly once, on
+ * fencelock's callback thread, possibly before this function returns.
+ *
+ * `operation_out`, `user_data` and the returned status as
+ * [`crate::fencelock_acquire_async`]: a bad resource fails this call
+ * (`INVALID_ARGUMENT`, `INVALID_UTF8`), as does a NULL `client`,
+ * `resource` or `callback` (`NULL_ARGUMENT`), and the callback is then
+ * never called. [`crate::fencelock_operation_cancel`] stops a read in
+ * flight: the callback then gets `CANCELLED`. Never blocks. Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `resource` is NULL or NUL-terminated;
+ * `callback` is NULL or a function of that type; `operation_out` and
+ * `error` are NULL or writable.
+ */
+fencelock_status fencelock_inspect_async(const struct fencelock_client *client,
+                                         const char *resource,
+                                         fencelock_inspect_callback callback,
+                                         void *user_data,
+                                         struct fencelock_operation **operation_out,
+                                         struct fencelock_error **error);
+
+/**
+ * How many entries `inspection` has: one per node of the client that made
+ * it (0 when `inspection` is NULL). Never blocks; thread-safe.
+ *
+ * # Safety
+ * `inspection` is NULL or live.
+ */
+size_t fencelock_inspection_node_count(const struct fencelock_inspection *inspection);
+
+/**
+ * Entry `index` (0-based, below [`fencelock_inspection_node_count`]) of
+ * `inspection`: one node's view. NULL when `inspection` is NULL or `index`
+ * is out of range.
+ *
+ * Ownership: the entry and its strings belong to `inspection` and live
+ * until [`fencelock_inspection_free`]; do not free or modify them. Never
+ * blocks; thread-safe.
+ *
+ * # Safety
+ * `inspection` is NULL or live.
+ */
+const struct fencelock_node_lock_state *fencelock_inspection_node(const struct fencelock_inspection *inspection,
+                                                                  size_t index);
+
+/**
+ * Frees an inspection, its entries and their strings. NULL is a no-op.
+ * Never blocks.
+ *
+ * # Safety
+ * `inspection` is NULL or from this library, not freed before; neither it
+ * nor anything read from it is used afterwards.
+ */
+void fencelock_inspection_free(struct fencelock_inspection *inspection);
 
 /**
  * The limits of the loaded library.
@@ -2271,6 +2533,31 @@ fencelock_status fencelock_semaphore_holders(const struct fencelock_client *clie
                                              uint32_t permits,
                                              size_t *holders,
                                              struct fencelock_error **error);
+
+/**
+ * Starts [`fencelock_semaphore_holders`] and returns at once; `callback`
+ * gets the count or the failure exactly once, on fencelock's callback
+ * thread, possibly before this function returns.
+ *
+ * `operation_out`, `user_data` and the returned status as
+ * [`crate::fencelock_acquire_async`]: a bad name or `permits` fails this
+ * call (`INVALID_ARGUMENT`…), as does a NULL `client`, `name` or
+ * `callback`, and the callback is then never called.
+ * [`crate::fencelock_operation_cancel`] stops a count in flight: the
+ * callback then gets `CANCELLED`. Never blocks. Thread-safe.
+ *
+ * # Safety
+ * `client` is NULL or live; `name` is NULL or NUL-terminated; `callback`
+ * is NULL or a function of that type; `operation_out` and `error` are NULL
+ * or writable.
+ */
+fencelock_status fencelock_semaphore_holders_async(const struct fencelock_client *client,
+                                                   const char *name,
+                                                   uint32_t permits,
+                                                   fencelock_holders_callback callback,
+                                                   void *user_data,
+                                                   struct fencelock_operation **operation_out,
+                                                   struct fencelock_error **error);
 
 /**
  * Whether `lock` is a semaphore's permit (from

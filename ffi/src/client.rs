@@ -7,8 +7,10 @@ use fencelock::{Client, ClientBuilder};
 
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary, boundary_status};
+use crate::dispatch::UserData;
 use crate::error::fencelock_error;
 use crate::events::{EventHub, fencelock_event, fencelock_event_callback};
+use crate::operation::{fencelock_operation, into_status, start};
 use crate::options::fencelock_options;
 use crate::status::fencelock_status;
 
@@ -68,6 +70,95 @@ pub unsafe extern "C" fn fencelock_client_new(
             args::give(out, client);
             Ok(())
         })
+    }
+}
+
+/// Called once when a [`fencelock_client_new_async`] ends, on fencelock's
+/// callback thread. On `FENCELOCK_STATUS_OK`, `client` is the new client
+/// and `error` is NULL; otherwise `client` is NULL and `error` holds the
+/// detail (`CANCELLED` after `fencelock_operation_cancel`). Both become the
+/// callback's to free (`fencelock_client_free`, `fencelock_error_free`), now
+/// or later from any thread. Same rules as
+/// [`crate::fencelock_acquire_callback`].
+pub type fencelock_client_callback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        status: fencelock_status,
+        client: *mut fencelock_client,
+        error: *mut fencelock_error,
+    ),
+>;
+
+/// Starts connecting as [`fencelock_client_new`] does and returns at once;
+/// `callback` gets the client (the callback's to free) or the failure
+/// exactly once, on fencelock's callback thread, possibly before this
+/// function returns.
+///
+/// `urls` and `options` are copied before this returns (free them right
+/// after). `operation_out`, `user_data` and the returned status as
+/// [`crate::fencelock_acquire_async`]: a NULL `urls` (with `n_urls` above
+/// 0) or `callback` (`NULL_ARGUMENT`) or a URL that is not UTF-8
+/// (`INVALID_UTF8`) fails this call, and the callback is then never called.
+/// What [`fencelock_client_new`] returns as a status (`CONFIG` for no
+/// nodes, a bad URL or option; `AUTH`; `TLS`) goes to the callback.
+/// [`crate::fencelock_operation_cancel`] stops the connecting: the callback
+/// then gets `CANCELLED` at once, and the client being made is dropped
+/// (its connecting, in the background, ends within the connect timeout).
+/// Never blocks. Thread-safe.
+///
+/// # Safety
+/// `urls` is NULL or valid for `n_urls` pointers, each NULL or
+/// NUL-terminated; `options` is NULL or live; `callback` is NULL or a
+/// function of that type; `operation_out` and `error` are NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_client_new_async(
+    urls: *const *const c_char,
+    n_urls: usize,
+    options: *const fencelock_options,
+    callback: fencelock_client_callback,
+    user_data: *mut c_void,
+    operation_out: *mut *mut fencelock_operation,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: `error` per the contract; the body reads the rest under the same contract.
+    unsafe {
+        boundary(error, || {
+            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
+            let builder = options
+                .as_ref()
+                .map_or_else(ClientBuilder::default, |options| options.builder.clone())
+                .nodes(node_urls(urls, n_urls)?);
+            let work = async move {
+                let inner = builder.build().await?;
+                Ok(fencelock_client {
+                    inner,
+                    events: Arc::new(EventHub::default()),
+                })
+            };
+            start(work, deliver_client(callback, UserData(user_data)), operation_out)
+        })
+    }
+}
+
+/// What ends a [`fencelock_client_new_async`]: hands the client (the
+/// callback's to free) or the failure to `callback`.
+fn deliver_client(
+    callback: unsafe extern "C" fn(
+        *mut c_void,
+        fencelock_status,
+        *mut fencelock_client,
+        *mut fencelock_error,
+    ),
+    user_data: UserData,
+) -> impl FnOnce(FfiResult<fencelock_client>) + Send + 'static {
+    move |result| {
+        let (client, result) = match result {
+            Ok(client) => (Box::into_raw(Box::new(client)), Ok(())),
+            Err(failure) => (std::ptr::null_mut(), Err(failure)),
+        };
+        let (status, error) = into_status(result);
+        // SAFETY: the caller's callback, called once with what it documents.
+        unsafe { callback(user_data.get(), status, client, error) };
     }
 }
 

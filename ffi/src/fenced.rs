@@ -6,10 +6,11 @@ use std::ffi::{CString, c_char, c_void};
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary};
 use crate::client::fencelock_client;
+use crate::dispatch::UserData;
 use crate::error::{c_string, fencelock_error};
 use crate::fence::fencelock_fence;
 use crate::limits::FENCELOCK_MAX_HOLDER_ID;
-use crate::operation::{fencelock_done_callback, fencelock_operation, start_done};
+use crate::operation::{fencelock_done_callback, fencelock_operation, into_status, start, start_done};
 use crate::status::fencelock_status;
 
 /// Writes `value` to the Redis key `key` only if `fencing_token` is larger
@@ -141,8 +142,8 @@ unsafe fn fenced_write(
 ///
 /// On `OK`, `*value_out` receives a new NUL-terminated string the caller
 /// frees with [`fencelock_string_free`] (NULL when the key does not exist)
-/// and `*token_out` the token (0 when absent). Blocks for one round trip.
-/// Thread-safe.
+/// and `*token_out` the token (0 when absent). Blocks for one round trip;
+/// use [`fencelock_fenced_get_async`] not to block. Thread-safe.
 ///
 /// # Safety
 /// `client` is NULL or live; `key` is NULL or NUL-terminated; the
@@ -171,6 +172,81 @@ pub unsafe extern "C" fn fencelock_fenced_get(
             token_out.write(token);
             Ok(())
         })
+    }
+}
+
+/// Called once when a [`fencelock_fenced_get_async`] ends, on fencelock's
+/// callback thread. On `FENCELOCK_STATUS_OK`, `value` is the stored value as
+/// a new NUL-terminated string, the callback's to free with
+/// [`fencelock_string_free`] (now or later, from any thread), or NULL when
+/// the key does not exist; `token` is the token that wrote it (0 when
+/// absent), and `error` is NULL. Otherwise `value` is NULL, `token` 0, and
+/// `error` (the callback's to free) says why (`CANCELLED` after
+/// `fencelock_operation_cancel`). Same rules as
+/// [`crate::fencelock_acquire_callback`].
+pub type fencelock_fenced_value_callback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        status: fencelock_status,
+        value: *mut c_char,
+        token: u64,
+        error: *mut fencelock_error,
+    ),
+>;
+
+/// Starts [`fencelock_fenced_get`] and returns at once; `callback` gets the
+/// value and its token, or the failure, exactly once on fencelock's callback
+/// thread, possibly before this function returns.
+///
+/// `operation_out`, `user_data` and the returned status as
+/// [`crate::fencelock_acquire_async`]: a NULL `client`, `key` or `callback`
+/// (`NULL_ARGUMENT`) or a key that is not UTF-8 (`INVALID_UTF8`) fails this
+/// call, and the callback is then never called; a key the read refuses
+/// (empty, too long, of a lock key's form) is reported to the callback
+/// (`INVALID_ARGUMENT`), as [`fencelock_fenced_set_async`] does.
+/// [`crate::fencelock_operation_cancel`] stops a read in flight: the
+/// callback then gets `CANCELLED`. Never blocks. Thread-safe.
+///
+/// # Safety
+/// `client` is NULL or live; `key` is NULL or NUL-terminated; `callback` is
+/// NULL or a function of that type; `operation_out` and `error` are NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_fenced_get_async(
+    client: *const fencelock_client,
+    key: *const c_char,
+    callback: fencelock_fenced_value_callback,
+    user_data: *mut c_void,
+    operation_out: *mut *mut fencelock_operation,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let client = args::object(client, "client")?.inner.clone();
+            let key = args::text(key, "key")?.to_owned();
+            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
+            let work = async move { Ok(client.fenced_get(&key).await?) };
+            start(work, deliver_value(callback, UserData(user_data)), operation_out)
+        })
+    }
+}
+
+/// What ends a [`fencelock_fenced_get_async`]: hands the value (the
+/// callback's to free) and its token, or the failure, to `callback`.
+fn deliver_value(
+    callback: unsafe extern "C" fn(*mut c_void, fencelock_status, *mut c_char, u64, *mut fencelock_error),
+    user_data: UserData,
+) -> impl FnOnce(FfiResult<Option<(String, u64)>>) + Send + 'static {
+    move |result| {
+        let (value, token, result) = match result {
+            Ok(Some((value, token))) => (c_string(value).into_raw(), token, Ok(())),
+            Ok(None) => (std::ptr::null_mut(), 0, Ok(())),
+            Err(failure) => (std::ptr::null_mut(), 0, Err(failure)),
+        };
+        let (status, error) = into_status(result);
+        // SAFETY: the caller's callback, called once with what it documents.
+        unsafe { callback(user_data.get(), status, value, token, error) };
     }
 }
 

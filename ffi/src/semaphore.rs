@@ -12,10 +12,13 @@ use fencelock::{Client, LockOptions, Semaphore};
 use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary, run_caught};
 use crate::client::fencelock_client;
+use crate::dispatch::UserData;
 use crate::error::fencelock_error;
 use crate::lock::{fencelock_lock, lock_options};
 use crate::lock_options::fencelock_lock_options;
-use crate::operation::{fencelock_acquire_callback, fencelock_operation, start_acquire_work};
+use crate::operation::{
+    fencelock_acquire_callback, fencelock_operation, into_status, start, start_acquire_work,
+};
 use crate::status::fencelock_status;
 
 /// The semaphore `name` of `permits` permits on `client`'s nodes (no I/O).
@@ -285,6 +288,79 @@ pub unsafe extern "C" fn fencelock_semaphore_holders(
             holders.write(count);
             Ok(())
         })
+    }
+}
+
+/// Called once when a [`fencelock_semaphore_holders_async`] ends, on
+/// fencelock's callback thread: on `FENCELOCK_STATUS_OK`, `holders` is the
+/// count and `error` is NULL; otherwise `holders` is 0 and `error` (the
+/// callback's to free) says why (`CANCELLED` after
+/// `fencelock_operation_cancel`). Same rules as
+/// [`crate::fencelock_acquire_callback`].
+pub type fencelock_holders_callback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        status: fencelock_status,
+        holders: usize,
+        error: *mut fencelock_error,
+    ),
+>;
+
+/// Starts [`fencelock_semaphore_holders`] and returns at once; `callback`
+/// gets the count or the failure exactly once, on fencelock's callback
+/// thread, possibly before this function returns.
+///
+/// `operation_out`, `user_data` and the returned status as
+/// [`crate::fencelock_acquire_async`]: a bad name or `permits` fails this
+/// call (`INVALID_ARGUMENT`…), as does a NULL `client`, `name` or
+/// `callback`, and the callback is then never called.
+/// [`crate::fencelock_operation_cancel`] stops a count in flight: the
+/// callback then gets `CANCELLED`. Never blocks. Thread-safe.
+///
+/// # Safety
+/// `client` is NULL or live; `name` is NULL or NUL-terminated; `callback`
+/// is NULL or a function of that type; `operation_out` and `error` are NULL
+/// or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_semaphore_holders_async(
+    client: *const fencelock_client,
+    name: *const c_char,
+    permits: u32,
+    callback: fencelock_holders_callback,
+    user_data: *mut c_void,
+    operation_out: *mut *mut fencelock_operation,
+    error: *mut *mut fencelock_error,
+) -> fencelock_status {
+    // SAFETY: per the contract.
+    unsafe {
+        boundary(error, || {
+            let client = args::object(client, "client")?;
+            let semaphore = semaphore(client, name, permits)?;
+            let callback = callback.ok_or_else(|| Failure::null("callback"))?;
+            let work = async move { Ok(semaphore.holders().await?) };
+            start(
+                work,
+                deliver_holders(callback, UserData(user_data)),
+                operation_out,
+            )
+        })
+    }
+}
+
+/// What ends a [`fencelock_semaphore_holders_async`]: hands the count (0 on
+/// failure) and the failure, if any, to `callback`.
+fn deliver_holders(
+    callback: unsafe extern "C" fn(*mut c_void, fencelock_status, usize, *mut fencelock_error),
+    user_data: UserData,
+) -> impl FnOnce(FfiResult<usize>) + Send + 'static {
+    move |result| {
+        let (holders, result) = match result {
+            Ok(count) => (count, Ok(())),
+            Err(failure) => (0, Err(failure)),
+        };
+        let (status, error) = into_status(result);
+        // SAFETY: the caller's callback, called once with what it documents.
+        unsafe { callback(user_data.get(), status, holders, error) };
     }
 }
 

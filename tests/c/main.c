@@ -16,7 +16,8 @@
  *   test_client.c     version, status names, options, TLS option, bad arguments
  *   test_lock.c       acquire/extend/release, lock options, contention, fencing, quorum, example
  *   test_loss.c       loss events (pulled, callback) and a lock's lost callback
- *   test_async.c      *_async calls, cancelling, *operation_out
+ *   test_async.c      *_async calls (reads and connecting too), cancelling, *operation_out
+ *   test_inspect.c    each node's view of a lock: free, held with a waiter, released, a node down, bad arguments
  *   test_callbacks.c  blocking and slow callbacks, stopping callbacks, fork
  *   test_election.c   campaigns, leaderships, observations
  *   test_semaphore.c  semaphores: capacity, permits, holders, size mismatch, callbacks, loss
@@ -79,10 +80,17 @@ int main(int argc, char **argv) {
       TEST(test_a_callback_may_stop_itself_and_free_its_client),
       TEST(test_client_free_in_a_forked_child_does_not_wait_for_the_parents_call),
       TEST(test_callback_may_free_the_request_holding_its_operation),
+      TEST(test_async_reads_and_connect),
+      TEST(test_async_reads_and_connect_cancelled_on_a_paused_node),
       TEST(test_bad_client_arguments),
       TEST(test_tls_min_version_option),
       TEST(test_bad_lock_arguments),
       TEST(test_inventory_example),
+      TEST(test_inspect_held_released_and_waiting),
+      TEST(test_inspect_held_released_and_waiting_on_three_nodes),
+      TEST(test_inspect_async),
+      TEST(test_inspect_shows_a_node_that_does_not_answer),
+      TEST(test_bad_inspect_arguments),
       TEST(test_campaign_and_observe),
       TEST(test_campaign_and_observe_on_three_nodes),
       TEST(test_observation_calls_end_when_cancelled_or_freed),

@@ -130,6 +130,8 @@ void test_async_acquire_and_release(void);
 void test_async_fenced_set(void);
 void test_async_cancel_fires_once_and_leaves_nothing(void);
 void test_callback_may_free_the_request_holding_its_operation(void);
+void test_async_reads_and_connect(void);
+void test_async_reads_and_connect_cancelled_on_a_paused_node(void);
 
 /* test_callbacks.c */
 void test_blocking_calls_from_a_callback_work(void);
@@ -139,6 +141,13 @@ void test_clearing_the_event_callback_waits_for_a_call_in_progress(void);
 void test_client_free_waits_for_a_call_in_progress(void);
 void test_a_callback_may_stop_itself_and_free_its_client(void);
 void test_client_free_in_a_forked_child_does_not_wait_for_the_parents_call(void);
+
+/* test_inspect.c */
+void test_inspect_held_released_and_waiting(void);
+void test_inspect_held_released_and_waiting_on_three_nodes(void);
+void test_inspect_async(void);
+void test_inspect_shows_a_node_that_does_not_answer(void);
+void test_bad_inspect_arguments(void);
 
 /* test_election.c */
 void test_campaign_and_observe(void);

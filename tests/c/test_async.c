@@ -1,7 +1,8 @@
 /*
- * The *_async calls: acquire / extend / release, fenced set, cancelling, and
- * *operation_out written before the operation can end (with the
- * `race-operation-out` helper process).
+ * The *_async calls: acquire / extend / release, fenced set, the reads
+ * (fenced get, a semaphore's holders, inspect) and connecting, cancelling
+ * (also in flight, on a paused node), and *operation_out written before the
+ * operation can end (with the `race-operation-out` helper process).
  */
 #define _GNU_SOURCE
 #include "support.h"
@@ -9,6 +10,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void test_async_acquire_and_release(void) {
   fencelock_client *client = connect_to(&single);
@@ -182,4 +184,182 @@ void test_callback_may_free_the_request_holding_its_operation(void) {
   char command[1024];
   snprintf(command, sizeof command, "'%s' race-operation-out '%s'", self_path, single.urls[0]);
   CHECK(system(command) == 0);
+}
+
+/* ---- reads and connecting as *_async calls -------------------------------- */
+
+/* What the completion callbacks of the reads and of connecting saw. */
+typedef struct read_record {
+  atomic_int calls;
+  fencelock_status status;
+  size_t holders;
+  char *value; /* the callback's, handed to the test to free */
+  uint64_t token;
+  fencelock_client *client;
+  fencelock_inspection *inspection;
+} read_record;
+
+static void on_holders(void *user_data, fencelock_status status, size_t holders, fencelock_error *error) {
+  read_record *record = user_data;
+  record->status = status;
+  record->holders = holders;
+  fencelock_error_free(error);
+  atomic_fetch_add(&record->calls, 1);
+}
+
+static void on_value(void *user_data, fencelock_status status, char *value, uint64_t token, fencelock_error *error) {
+  read_record *record = user_data;
+  record->status = status;
+  record->value = value;
+  record->token = token;
+  fencelock_error_free(error);
+  atomic_fetch_add(&record->calls, 1);
+}
+
+static void on_client(void *user_data, fencelock_status status, fencelock_client *client, fencelock_error *error) {
+  read_record *record = user_data;
+  record->status = status;
+  record->client = client;
+  fencelock_error_free(error);
+  atomic_fetch_add(&record->calls, 1);
+}
+
+static void on_inspection(void *user_data, fencelock_status status, fencelock_inspection *inspection,
+                          fencelock_error *error) {
+  read_record *record = user_data;
+  record->status = status;
+  record->inspection = inspection;
+  fencelock_error_free(error);
+  atomic_fetch_add(&record->calls, 1);
+}
+
+/* Clears `record`, makes `call` (which reports to it) and waits for its callback; false if it failed or never came. */
+#define FINISHED(record, call) (memset(&(record), 0, sizeof(record)), (call) == FENCELOCK_STATUS_OK && wait_for(&(record).calls, 1, 10000))
+
+void test_async_reads_and_connect(void) {
+  static read_record record;
+  CHECK(FINISHED(record, fencelock_client_new_async(trio.url_list, 3, NULL, on_client, &record, NULL, NULL)));
+  CHECK(record.status == FENCELOCK_STATUS_OK && record.client != NULL);
+  fencelock_client *client = record.client;
+  const char *resource = unique("async-reads");
+  fencelock_lock *lock = take(client, resource, 5000);
+  CHECK(lock != NULL);
+  fencelock_fence fence;
+  CHECK_STATUS(fencelock_lock_fence(lock, &fence), FENCELOCK_STATUS_OK);
+
+  /* A fenced read: absent, then what the lock's holder wrote. */
+  static char key[160];
+  snprintf(key, sizeof key, "%s:data", resource);
+  CHECK(FINISHED(record, fencelock_fenced_get_async(client, key, on_value, &record, NULL, NULL)));
+  CHECK(record.status == FENCELOCK_STATUS_OK && record.value == NULL && record.token == 0);
+  CHECK_STATUS(fencelock_fenced_set_fence(client, key, "v1", fence, NULL), FENCELOCK_STATUS_OK);
+  fencelock_operation *operation = NULL;
+  CHECK(FINISHED(record, fencelock_fenced_get_async(client, key, on_value, &record, &operation, NULL)));
+  fencelock_operation_free(operation);
+  CHECK(record.status == FENCELOCK_STATUS_OK && record.value != NULL);
+  bool same = strcmp(record.value, "v1") == 0;
+  fencelock_string_free(record.value);
+  CHECK(same && record.token == fence.token);
+  /* A key the read refuses is reported to the callback. */
+  CHECK(FINISHED(record, fencelock_fenced_get_async(client, "", on_value, &record, NULL, NULL)));
+  CHECK(record.status == FENCELOCK_STATUS_INVALID_ARGUMENT && record.value == NULL);
+
+  /* A semaphore's holders. */
+  const char *name = unique("async-holders");
+  fencelock_lock *permit = NULL;
+  CHECK_STATUS(fencelock_semaphore_acquire(client, name, 2, 5000, 0, &permit, NULL), FENCELOCK_STATUS_OK);
+  CHECK(FINISHED(record, fencelock_semaphore_holders_async(client, name, 2, on_holders, &record, NULL, NULL)));
+  CHECK(record.status == FENCELOCK_STATUS_OK && record.holders == 1);
+  CHECK_STATUS(fencelock_lock_release(permit, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(permit);
+  CHECK(FINISHED(record, fencelock_semaphore_holders_async(client, name, 2, on_holders, &record, NULL, NULL)));
+  CHECK(record.status == FENCELOCK_STATUS_OK && record.holders == 0);
+
+  /* Connecting: what fencelock_client_new returns as a status goes to the callback. */
+  const char *bad[] = {"not a url"};
+  CHECK(FINISHED(record, fencelock_client_new_async(bad, 1, NULL, on_client, &record, NULL, NULL)));
+  CHECK(record.status == FENCELOCK_STATUS_CONFIG && record.client == NULL);
+  CHECK(FINISHED(record, fencelock_client_new_async(NULL, 0, NULL, on_client, &record, NULL, NULL)));
+  CHECK(record.status == FENCELOCK_STATUS_CONFIG && record.client == NULL);
+
+  /* Bad arguments fail the call itself, and no callback comes. */
+  memset(&record, 0, sizeof record);
+  const char *not_utf8[] = {"redis://\xff"};
+  CHECK_STATUS(fencelock_client_new_async(not_utf8, 1, NULL, on_client, &record, NULL, NULL),
+               FENCELOCK_STATUS_INVALID_UTF8);
+  CHECK_STATUS(fencelock_client_new_async(NULL, 1, NULL, on_client, &record, NULL, NULL),
+               FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_client_new_async(trio.url_list, 3, NULL, NULL, NULL, NULL, NULL),
+               FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_fenced_get_async(client, NULL, on_value, &record, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_fenced_get_async(NULL, key, on_value, &record, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_fenced_get_async(client, key, NULL, NULL, NULL, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
+  CHECK_STATUS(fencelock_semaphore_holders_async(client, name, 0, on_holders, &record, NULL, NULL),
+               FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_semaphore_holders_async(client, name, FENCELOCK_MAX_PERMITS + 1, on_holders, &record, NULL,
+                                                 NULL),
+               FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_semaphore_holders_async(client, "", 2, on_holders, &record, NULL, NULL),
+               FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(fencelock_semaphore_holders_async(client, name, 2, NULL, NULL, NULL, NULL),
+               FENCELOCK_STATUS_NULL_ARGUMENT);
+  sleep_ms(50);
+  CHECK(atomic_load(&record.calls) == 0);
+
+  CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
+  fencelock_lock_free(lock);
+  fencelock_client_free(client);
+}
+
+static long elapsed_ms(const struct timespec *since) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - since->tv_sec) * 1000 + (now.tv_nsec - since->tv_nsec) / 1000000;
+}
+
+/*
+ * With the node paused (SIGSTOP), each read and a connect wait for the 5 s
+ * timeouts; cancelled, each callback comes at once with CANCELLED.
+ */
+void test_async_reads_and_connect_cancelled_on_a_paused_node(void) {
+  fencelock_options *options = NULL;
+  CHECK_STATUS(fencelock_options_new(&options), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_node_timeout_ms(options, 5000), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_options_set_connect_timeout_ms(options, 5000), FENCELOCK_STATUS_OK);
+  fencelock_client *client = NULL;
+  CHECK_STATUS(fencelock_client_new(single.url_list, 1, options, &client, NULL), FENCELOCK_STATUS_OK);
+  const char *resource = unique("async-paused");
+
+  static read_record records[4];
+  memset(records, 0, sizeof records);
+  fencelock_operation *operations[4] = {NULL, NULL, NULL, NULL};
+  fencelock_status started[4];
+  CHECK(redis_nodes_run(&single, NULL, 0, "pause 0") == 0);
+  started[0] = fencelock_client_new_async(single.url_list, 1, options, on_client, &records[0], &operations[0], NULL);
+  started[1] = fencelock_fenced_get_async(client, resource, on_value, &records[1], &operations[1], NULL);
+  started[2] = fencelock_semaphore_holders_async(client, resource, 2, on_holders, &records[2], &operations[2], NULL);
+  started[3] = fencelock_inspect_async(client, resource, on_inspection, &records[3], &operations[3], NULL);
+  sleep_ms(200);
+  int early = 0;
+  for (int i = 0; i < 4; i++) early += atomic_load(&records[i].calls);
+  struct timespec cancelled;
+  clock_gettime(CLOCK_MONOTONIC, &cancelled);
+  for (int i = 0; i < 4; i++) fencelock_operation_cancel(operations[i]);
+  int finished = 0;
+  for (int i = 0; i < 4; i++) finished += wait_for(&records[i].calls, 1, 10000);
+  long took = elapsed_ms(&cancelled);
+  /* Going on before any check can return from the test: the next tests need the node. */
+  CHECK(redis_nodes_run(&single, NULL, 0, "resume 0") == 0);
+  for (int i = 0; i < 4; i++) CHECK_STATUS(started[i], FENCELOCK_STATUS_OK);
+  CHECK(early == 0); /* each was waiting for the paused node */
+  CHECK(finished == 4);
+  if (took >= 2000) fprintf(stderr, "    the cancelled calls ended %ld ms after the cancel\n", took);
+  CHECK(took < 2000); /* not the 5 s timeouts */
+  for (int i = 0; i < 4; i++) {
+    CHECK(records[i].status == FENCELOCK_STATUS_CANCELLED);
+    fencelock_operation_free(operations[i]);
+  }
+  CHECK(records[0].client == NULL && records[1].value == NULL && records[3].inspection == NULL);
+  fencelock_options_free(options);
+  fencelock_client_free(client);
 }
