@@ -264,7 +264,8 @@ namespace FenceLock
         /// <summary>
         /// Reads a value written by <see cref="FencedSetAsync"/> and the token
         /// that wrote it (null value and token 0 when the key does not exist).
-        /// Runs the blocking call on a thread-pool thread (the ABI has no asynchronous read).
+        /// Runs the blocking call on a thread-pool thread; <paramref name="cancellationToken"/>
+        /// stops it only before it starts.
         /// </summary>
         /// <exception cref="ArgumentNullException"><paramref name="key"/> is null.</exception>
         /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
@@ -273,6 +274,32 @@ namespace FenceLock
             var keyBytes = Utf8.EncodeRequired(key, nameof(key));
             ThrowIfDisposed();
             return Task.Run(() => FencedGet(keyBytes), cancellationToken);
+        }
+
+        /// <summary>
+        /// Each node's view of the lock on <paramref name="resource"/>, one
+        /// <see cref="NodeLockState"/> per node in the order the client was
+        /// given them: held or not, the ttl left, the fencing counter and the
+        /// live waiters, or the node's error. One read-only script per node,
+        /// all at once; the owner's token is never read. For operators
+        /// (<c>fencelock inspect</c> shows the same): out of date as soon as it returns.
+        /// </summary>
+        /// <remarks>Runs <c>fencelock_inspect_async</c>: no thread waits for the
+        /// round trip (each node's is bounded by the connect timeout), and
+        /// <paramref name="cancellationToken"/> stops it in flight. A node that
+        /// does not answer does not fault the task: its entry's
+        /// <see cref="NodeLockState.Error"/> says why.</remarks>
+        /// <exception cref="ArgumentNullException"><paramref name="resource"/> is null.</exception>
+        /// <exception cref="ArgumentException"><paramref name="resource"/> is empty, too long, has a NUL or a lone surrogate.</exception>
+        /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
+        public Task<IReadOnlyList<NodeLockState>> InspectAsync(string resource,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            var name = EncodeResource(resource);
+            ThrowIfDisposed();
+            return new InspectOperation(cancellationToken).Start((IntPtr userData, out IntPtr operation, ref IntPtr error) =>
+                NativeMethods.fencelock_inspect_async(native, name, InspectOperation.Callback, userData, out operation,
+                    ref error));
         }
 
         /// <summary>

@@ -30,6 +30,10 @@ namespace FenceLock
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void LeaderCallback(IntPtr userData, int status, IntPtr leader, IntPtr error);
 
+        /// <summary>fencelock_inspect_callback: the inspection is the callback's to free.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void InspectCallback(IntPtr userData, int status, IntPtr inspection, IntPtr error);
+
         /// <summary>fencelock_log_callback: the record is lent for the call only.</summary>
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void LogCallback(IntPtr record, IntPtr userData);
@@ -123,6 +127,22 @@ namespace FenceLock
             internal UIntPtr ValueLen;
         }
 
+        /// <summary>
+        /// struct fencelock_node_lock_state, owned by its inspection (later
+        /// versions only append fields). The C <c>bool</c>s are read as bytes.
+        /// </summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct NativeNodeLockState
+        {
+            internal IntPtr Node;
+            internal byte Held;
+            internal byte HasTtl;
+            internal ulong TtlMs;
+            internal ulong FencingCounter;
+            internal ulong Waiters;
+            internal IntPtr Error;
+        }
+
         // ---- client -------------------------------------------------------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
@@ -137,6 +157,21 @@ namespace FenceLock
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr fencelock_latency_buckets();
+
+        // ---- inspect ------------------------------------------------------
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int fencelock_inspect_async(ClientSafeHandle client, byte[] resource,
+            InspectCallback callback, IntPtr userData, out IntPtr operation, ref IntPtr error);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern UIntPtr fencelock_inspection_node_count(InspectionSafeHandle inspection);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr fencelock_inspection_node(InspectionSafeHandle inspection, UIntPtr index);
+
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void fencelock_inspection_free(IntPtr inspection);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int fencelock_lock_on_lost(LockSafeHandle lockHandle, LostCallback callback,
@@ -290,7 +325,7 @@ namespace FenceLock
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void fencelock_operation_free(IntPtr operation);
 
-        // ---- fenced writes (blocking: the ABI has no _async variant) -------
+        // ---- fenced writes -------------------------------------------------
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int fencelock_fenced_set_async(ClientSafeHandle client, byte[] key, byte[] value,

@@ -84,6 +84,18 @@ namespace FenceLock
         }
     }
 
+    /// <summary>A <c>fencelock_inspection *</c>, read once into <see cref="NodeLockState"/>s and freed.</summary>
+    internal sealed class InspectionSafeHandle : NativeSafeHandle
+    {
+        internal InspectionSafeHandle(IntPtr pointer) : base(pointer) { }
+
+        protected override bool ReleaseHandle()
+        {
+            NativeMethods.fencelock_inspection_free(handle);
+            return true;
+        }
+    }
+
     /// <summary>A <c>fencelock_options *</c>, alive only while a client is being made.</summary>
     internal sealed class OptionsSafeHandle : NativeSafeHandle
     {
