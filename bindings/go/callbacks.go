@@ -37,6 +37,31 @@ type leaderResult struct {
 	err    *Error
 }
 
+// The outcome of an inspection, copied out of C.
+type inspectResult struct {
+	states []NodeLockState
+	err    *Error
+}
+
+// The outcome of counting a semaphore's holders.
+type holdersResult struct {
+	holders int
+	err     *Error
+}
+
+// The outcome of a fenced read, copied out of C.
+type fencedValueResult struct {
+	value FencedValue
+	found bool
+	err   *Error
+}
+
+// The outcome of connecting: the client is the receiver's to free.
+type clientResult struct {
+	client *C.fencelock_client
+	err    *Error
+}
+
 //export fencelockGoAcquired
 func fencelockGoAcquired(handle C.uintptr_t, status C.fencelock_status, lock *C.fencelock_lock, cerr *C.fencelock_error) {
 	h := cgo.Handle(handle)
@@ -77,6 +102,64 @@ func fencelockGoLeader(handle C.uintptr_t, status C.fencelock_status, leader *C.
 		return
 	}
 	results <- leaderResult{err: takeError(status, cerr)}
+}
+
+//export fencelockGoInspected
+func fencelockGoInspected(handle C.uintptr_t, status C.fencelock_status, inspection *C.fencelock_inspection, cerr *C.fencelock_error) {
+	h := cgo.Handle(handle)
+	results := h.Value().(chan inspectResult)
+	h.Delete()
+	if status == C.FENCELOCK_STATUS_OK {
+		// The inspection is this callback's: copy it, then free it.
+		states := nodeLockStates(inspection)
+		C.fencelock_inspection_free(inspection)
+		results <- inspectResult{states: states}
+		return
+	}
+	results <- inspectResult{err: takeError(status, cerr)}
+}
+
+//export fencelockGoHolders
+func fencelockGoHolders(handle C.uintptr_t, status C.fencelock_status, holders C.size_t, cerr *C.fencelock_error) {
+	h := cgo.Handle(handle)
+	results := h.Value().(chan holdersResult)
+	h.Delete()
+	if status == C.FENCELOCK_STATUS_OK {
+		results <- holdersResult{holders: int(holders)}
+		return
+	}
+	results <- holdersResult{err: takeError(status, cerr)}
+}
+
+//export fencelockGoFencedValue
+func fencelockGoFencedValue(handle C.uintptr_t, status C.fencelock_status, value *C.char, token C.uint64_t, cerr *C.fencelock_error) {
+	h := cgo.Handle(handle)
+	results := h.Value().(chan fencedValueResult)
+	h.Delete()
+	if status != C.FENCELOCK_STATUS_OK {
+		results <- fencedValueResult{err: takeError(status, cerr)}
+		return
+	}
+	if value == nil { // the key does not exist
+		results <- fencedValueResult{}
+		return
+	}
+	// The value is this callback's: copy it, then free it.
+	read := FencedValue{Value: C.GoString(value), Token: uint64(token)}
+	C.fencelock_string_free(value)
+	results <- fencedValueResult{value: read, found: true}
+}
+
+//export fencelockGoClient
+func fencelockGoClient(handle C.uintptr_t, status C.fencelock_status, client *C.fencelock_client, cerr *C.fencelock_error) {
+	h := cgo.Handle(handle)
+	results := h.Value().(chan clientResult)
+	h.Delete()
+	if status == C.FENCELOCK_STATUS_OK {
+		results <- clientResult{client: client}
+		return
+	}
+	results <- clientResult{err: takeError(status, cerr)}
 }
 
 //export fencelockGoLost

@@ -6,7 +6,9 @@ package fencelock
 import "C"
 
 import (
+	"context"
 	"crypto/tls"
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -216,8 +218,15 @@ func WithAutoRenew(on bool) Option {
 // postgresql:// URL. A node that is merely down does not fail it (locks need
 // only a majority); a bad URL or option is KindConfig, refused credentials
 // KindAuth, a failed handshake KindTLS. It blocks while connecting, up to
-// the connect timeout.
+// the connect timeout; NewClientContext can be cancelled.
 func NewClient(nodes []string, opts ...Option) (*Client, error) {
+	return NewClientContext(context.Background(), nodes, opts...)
+}
+
+// NewClientContext is NewClient under ctx: a cancelled or expired ctx ends
+// the connecting at once (the error then wraps ctx.Err(), and the client
+// being made is dropped). ctx bounds only the connecting, not the client.
+func NewClientContext(ctx context.Context, nodes []string, opts ...Option) (*Client, error) {
 	if len(nodes) == 0 {
 		return nil, newError(KindConfig, "no nodes: give at least one redis:// or postgresql:// URL")
 	}
@@ -261,11 +270,24 @@ func NewClient(nodes []string, opts ...Option) (*Client, error) {
 			return nil, takeError(status, nil)
 		}
 	}
-	var ptr *C.fencelock_client
-	var cerr *C.fencelock_error
-	if status := C.fencelock_client_new(array, C.size_t(len(urls)), options, &ptr, &cerr); status != C.FENCELOCK_STATUS_OK {
-		return nil, takeError(status, cerr)
+	// The call copies the URLs and options: they are freed when this returns.
+	result, ctxErr, err := run[clientResult](ctx, func(handle C.uintptr_t, op **C.fencelock_operation, cerr **C.fencelock_error) *Error {
+		return started(C.go_client_new(array, C.size_t(len(urls)), options, handle, op, cerr), *cerr)
+	})
+	if err != nil {
+		return nil, err
 	}
+	if ctxErr != nil {
+		if result.client != nil { // connected just as ctx ended: nobody will use it
+			C.fencelock_client_free(result.client)
+		}
+		// Not the URLs: they may carry a password.
+		return nil, contextError(fmt.Sprintf("connecting to %d node(s)", len(nodes)), ctxErr)
+	}
+	if result.err != nil {
+		return nil, result.err
+	}
+	ptr := result.client
 	c := &Client{ptr: ptr}
 	// A safety net only: Close is the API.
 	c.cleanup = runtime.AddCleanup(c, func(p *C.fencelock_client) { C.fencelock_client_free(p) }, ptr)

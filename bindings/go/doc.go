@@ -22,6 +22,9 @@
 // one attempt and returns an error matching ErrNotAcquired when the lock is
 // held elsewhere. Waits are cancelled inside the library (its _async calls
 // and fencelock_operation_cancel): no goroutine or thread stays blocked.
+// Every call that takes a ctx honours it while it runs, reads included
+// (FencedGet, Semaphore.Holders, Inspect), and so does connecting with
+// NewClientContext.
 //
 // Losing a lock: a held Lock is renewed at a third of its ttl. Lost returns
 // a channel that receives the LossReason (deleted, taken_over, unreachable,
@@ -39,8 +42,10 @@
 //
 // Also: Client.Semaphore (counting semaphores; each permit is a *Lock),
 // Client.RWLock (readers share, a writer excludes), Client.Campaign and
-// Client.Observe (leader election), Client.Metrics, and ForwardLogs (the
-// library's log records to a log/slog handler).
+// Client.Observe (leader election), Client.Metrics, Client.Inspect (each
+// node's view of a lock, for operators: held, ttl, fencing counter, live
+// waiters), and ForwardLogs (the library's log records to a log/slog
+// handler).
 //
 // Memory: every native object has one owner in Go. Close a Client and an
 // Observation, Release a Lock; a value dropped without it is freed when

@@ -285,6 +285,13 @@ func TestBadInputIsRefused(t *testing.T) {
 		{"a fenced key of a lock's form", func() error { return c.FencedSet(ctx, "fencelock:{x}", "v", Fence{Token: 1}) }},
 		{"a holder id too large", func() error { return c.FencedSet(ctx, "k", "v", Fence{Token: 1, Holder: math.MaxUint64}) }},
 		{"NUL in a fenced read", func() error { _, _, err := c.FencedGet(ctx, "k\x00"); return err }},
+		{"an empty fenced read", func() error { _, _, err := c.FencedGet(ctx, ""); return err }},
+		{"a fenced read of a lock key", func() error { _, _, err := c.FencedGet(ctx, "fencelock:{x}"); return err }},
+		{"inspect of an empty resource", func() error { _, err := c.Inspect(ctx, ""); return err }},
+		{"inspect of a resource starting with }", func() error { _, err := c.Inspect(ctx, "}x"); return err }},
+		{"inspect of a resource over the limit", func() error { _, err := c.Inspect(ctx, long); return err }},
+		{"NUL in an inspect", func() error { _, err := c.Inspect(ctx, "a\x00b"); return err }},
+		{"invalid UTF-8 in an inspect", func() error { _, err := c.Inspect(ctx, "a\xffb"); return err }},
 		{"a leader value too long", func() error {
 			_, err := c.Campaign(ctx, "e", time.Second, make([]byte, GetLimits().MaxLeaderValueBytes+1))
 			return err

@@ -51,29 +51,28 @@ type FencedValue struct {
 }
 
 // FencedGet reads a value written by FencedSet and the token that wrote it;
-// false when the key does not exist. It blocks for one round trip (bounded
-// by the per-node timeout); ctx is checked before.
+// false when the key does not exist. It takes one round trip (bounded by
+// the per-node timeout); a cancelled or expired ctx ends it at once (the
+// error then wraps ctx.Err()).
 func (c *Client) FencedGet(ctx context.Context, key string) (FencedValue, bool, error) {
 	if err := checkName("fenced key", key); err != nil {
 		return FencedValue{}, false, err
 	}
-	if err := ctx.Err(); err != nil {
-		return FencedValue{}, false, contextError(fmt.Sprintf("fenced read of %q", key), err)
-	}
 	ckey := cString(key)
 	defer freeCString(ckey)
-	var value *C.char
-	var token C.uint64_t
-	err := c.use(func(client *C.fencelock_client) *Error {
-		var cerr *C.fencelock_error
-		return started(C.fencelock_fenced_get(client, ckey, &value, &token, &cerr), cerr)
+	result, ctxErr, err := run[fencedValueResult](ctx, func(handle C.uintptr_t, op **C.fencelock_operation, cerr **C.fencelock_error) *Error {
+		return c.use(func(client *C.fencelock_client) *Error {
+			return started(C.go_fenced_get(client, ckey, handle, op, cerr), *cerr)
+		})
 	})
 	if err != nil {
 		return FencedValue{}, false, err
 	}
-	if value == nil {
-		return FencedValue{}, false, nil
+	if ctxErr != nil {
+		return FencedValue{}, false, contextError(fmt.Sprintf("fenced read of %q", key), ctxErr)
 	}
-	defer C.fencelock_string_free(value)
-	return FencedValue{Value: C.GoString(value), Token: uint64(token)}, true, nil
+	if result.err != nil {
+		return FencedValue{}, false, result.err
+	}
+	return result.value, result.found, nil
 }

@@ -414,6 +414,12 @@ func TestClientClose(t *testing.T) {
 	if _, err := c.Metrics(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Metrics on a closed client: %v", err)
 	}
+	if _, err := c.Inspect(ctx, unique(t)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Inspect on a closed client: %v", err)
+	}
+	if _, _, err := c.FencedGet(ctx, unique(t)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("FencedGet on a closed client: %v", err)
+	}
 	if !lock.IsHeld() {
 		t.Fatal("the lock was dropped with its client")
 	}

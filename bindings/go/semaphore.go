@@ -68,8 +68,10 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...L
 }
 
 // Holders is how many permits are held now (on a majority of the nodes):
-// for monitoring, out of date as soon as it returns. It blocks for one
-// round trip (bounded by the connect timeout); ctx is checked before.
+// for monitoring, out of date as soon as it returns. It takes one round
+// trip (bounded by the connect timeout); a cancelled or expired ctx ends it
+// at once (the error then wraps ctx.Err()). ErrUnavailable when no
+// majority answered.
 func (s *Semaphore) Holders(ctx context.Context) (int, error) {
 	if err := s.checkPermits(); err != nil {
 		return 0, err
@@ -77,18 +79,22 @@ func (s *Semaphore) Holders(ctx context.Context) (int, error) {
 	if err := checkName("semaphore", s.name); err != nil {
 		return 0, err
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, contextError("holders of semaphore "+s.name, err)
-	}
 	name := cString(s.name)
 	defer freeCString(name)
-	var holders C.size_t
-	err := s.client.use(func(client *C.fencelock_client) *Error {
-		var cerr *C.fencelock_error
-		return started(C.fencelock_semaphore_holders(client, name, C.uint32_t(s.permits), &holders, &cerr), cerr)
+	permits := C.uint32_t(s.permits)
+	result, ctxErr, err := run[holdersResult](ctx, func(handle C.uintptr_t, op **C.fencelock_operation, cerr **C.fencelock_error) *Error {
+		return s.client.use(func(client *C.fencelock_client) *Error {
+			return started(C.go_semaphore_holders(client, name, permits, handle, op, cerr), *cerr)
+		})
 	})
 	if err != nil {
 		return 0, err
 	}
-	return int(holders), nil
+	if ctxErr != nil {
+		return 0, contextError("holders of semaphore "+s.name, ctxErr)
+	}
+	if result.err != nil {
+		return 0, result.err
+	}
+	return result.holders, nil
 }

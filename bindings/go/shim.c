@@ -15,6 +15,20 @@ static void go_done(void *user_data, fencelock_status status, fencelock_error *e
 static void go_leader(void *user_data, fencelock_status status, const fencelock_leader *leader, fencelock_error *error) {
   fencelockGoLeader((uintptr_t)user_data, status, (fencelock_leader *)leader, error);
 }
+static void go_inspected(void *user_data, fencelock_status status, fencelock_inspection *inspection,
+    fencelock_error *error) {
+  fencelockGoInspected((uintptr_t)user_data, status, inspection, error);
+}
+static void go_holders(void *user_data, fencelock_status status, size_t holders, fencelock_error *error) {
+  fencelockGoHolders((uintptr_t)user_data, status, holders, error);
+}
+static void go_fenced_value(void *user_data, fencelock_status status, char *value, uint64_t token,
+    fencelock_error *error) {
+  fencelockGoFencedValue((uintptr_t)user_data, status, value, token, error);
+}
+static void go_client(void *user_data, fencelock_status status, fencelock_client *client, fencelock_error *error) {
+  fencelockGoClient((uintptr_t)user_data, status, client, error);
+}
 static void go_lost(void *user_data, fencelock_loss_reason reason) {
   fencelockGoLost((uintptr_t)user_data, reason);
 }
@@ -60,6 +74,22 @@ fencelock_status go_fenced_set(const fencelock_client *client, const char *key, 
 fencelock_status go_observation_next(const fencelock_observation *observation, uintptr_t handle,
     fencelock_operation **op, fencelock_error **error) {
   return fencelock_observation_next_async(observation, go_leader, (void *)handle, op, error);
+}
+fencelock_status go_inspect(const fencelock_client *client, const char *resource, uintptr_t handle,
+    fencelock_operation **op, fencelock_error **error) {
+  return fencelock_inspect_async(client, resource, go_inspected, (void *)handle, op, error);
+}
+fencelock_status go_semaphore_holders(const fencelock_client *client, const char *name, uint32_t permits,
+    uintptr_t handle, fencelock_operation **op, fencelock_error **error) {
+  return fencelock_semaphore_holders_async(client, name, permits, go_holders, (void *)handle, op, error);
+}
+fencelock_status go_fenced_get(const fencelock_client *client, const char *key, uintptr_t handle,
+    fencelock_operation **op, fencelock_error **error) {
+  return fencelock_fenced_get_async(client, key, go_fenced_value, (void *)handle, op, error);
+}
+fencelock_status go_client_new(const char *const *urls, size_t n_urls, const fencelock_options *options,
+    uintptr_t handle, fencelock_operation **op, fencelock_error **error) {
+  return fencelock_client_new_async(urls, n_urls, options, go_client, (void *)handle, op, error);
 }
 fencelock_status go_on_lost(const fencelock_lock *lock, uintptr_t handle, fencelock_error **error) {
   return fencelock_lock_on_lost(lock, go_lost, (void *)handle, error);

@@ -28,6 +28,14 @@ fencelock_status go_fenced_set(const fencelock_client *client, const char *key, 
     uint64_t token, uint64_t holder, uintptr_t handle, fencelock_operation **op, fencelock_error **error);
 fencelock_status go_observation_next(const fencelock_observation *observation, uintptr_t handle,
     fencelock_operation **op, fencelock_error **error);
+fencelock_status go_inspect(const fencelock_client *client, const char *resource, uintptr_t handle,
+    fencelock_operation **op, fencelock_error **error);
+fencelock_status go_semaphore_holders(const fencelock_client *client, const char *name, uint32_t permits,
+    uintptr_t handle, fencelock_operation **op, fencelock_error **error);
+fencelock_status go_fenced_get(const fencelock_client *client, const char *key, uintptr_t handle,
+    fencelock_operation **op, fencelock_error **error);
+fencelock_status go_client_new(const char *const *urls, size_t n_urls, const fencelock_options *options,
+    uintptr_t handle, fencelock_operation **op, fencelock_error **error);
 fencelock_status go_on_lost(const fencelock_lock *lock, uintptr_t handle, fencelock_error **error);
 fencelock_status go_log_forward(int32_t level, fencelock_error **error);
 // Releases a lock nobody will use (an acquire that won just as its context
