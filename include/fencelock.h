@@ -1372,8 +1372,8 @@ void fencelock_string_free(char *string);
  *
  * A node that does not answer does not fail the call: its entry's `error`
  * says why. Statuses: `OK`; `INVALID_ARGUMENT` (empty, oversized or
- * malformed resource); `INVALID_UTF8`; `NULL_ARGUMENT`; `CLOSED` (client
- * used after `fork()`, or closed); `WOULD_BLOCK` (on a thread of an async
+ * malformed resource); `INVALID_UTF8`; `NULL_ARGUMENT`; `CLOSED` (the client
+ * used after `fork()`); `WOULD_BLOCK` (on a thread of an async
  * runtime).
  *
  * Blocks for one round trip to the nodes, each bounded by the connect
