@@ -35,6 +35,7 @@ of the machine shares, so grants of different workers can be ordered.
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
 import json
 import multiprocessing
@@ -373,13 +374,20 @@ def summarize(
     )
 
 
-def commands_run(urls: list[str]) -> int:
-    """Every command the nodes ran so far (scripts' inner commands included)."""
-    total = 0
+def commands_run(urls: list[str]) -> collections.Counter[str]:
+    """Every command the nodes ran so far, by name (scripts' inner commands included)."""
+    total: collections.Counter[str] = collections.Counter()
     for url in urls:
         stats = redis.Redis.from_url(url).info("commandstats")
-        total += sum(int(entry["calls"]) for entry in stats.values())
+        for name, entry in stats.items():
+            total[name.removeprefix("cmdstat_")] += int(entry["calls"])
     return total
+
+
+def breakdown(commands: collections.Counter[str], grants: float) -> str:
+    """The commands per grant by name, most first (`--by-command`)."""
+    parts = [f"{name} {calls / grants:.2f}" for name, calls in commands.most_common() if calls]
+    return "    per grant: " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------- report
@@ -440,6 +448,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--only", nargs="+", help="contender names (substrings)")
     parser.add_argument("--permits", type=int, default=0, help="a semaphore of K permits")
+    parser.add_argument(
+        "--by-command", action="store_true", help="print each row's commands per grant by name"
+    )
     args = parser.parse_args()
     global PERMITS
     PERMITS = args.permits
@@ -469,8 +480,11 @@ def main() -> None:
                         per_worker, cpu, end_at = run_row(
                             contender, nodes.urls, workers, hold_ms / 1000, args.seconds
                         )
-                        commands = commands_run(nodes.urls) - before
-                        row = summarize(per_worker, cpu, end_at, args.seconds, commands)
+                        commands = commands_run(nodes.urls)
+                        commands.subtract(before)
+                        row = summarize(
+                            per_worker, cpu, end_at, args.seconds, commands.total()
+                        )
                         results[contender.name] = row
                         extra = ""
                         if contender.ours and contender.semaphore:
@@ -483,6 +497,9 @@ def main() -> None:
                                 targets(row, node_count, workers, hold_ms, contender.fair)
                             )
                         print(line(contender.name, row) + extra, flush=True)
+                        if args.by_command and row.commands_per_grant:
+                            grants = commands.total() / row.commands_per_grant
+                            print(breakdown(commands, grants), flush=True)
     print(
         "\nhandoff: release -> next grant of another worker; re-takes: the releaser took it next;"
         "\nlongest: the longest single wait; CPU µs and cmds are per grant (cmds include those"

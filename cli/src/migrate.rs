@@ -15,7 +15,10 @@ pub async fn migrate(client: &Client) -> ExitCode {
         }
         Ok(_) => {
             for node in client.nodes() {
-                println!("{node}: fencelock's tables and functions are installed (protocol version 3)");
+                println!(
+                    "{node}: fencelock's tables and functions are installed (protocol version {})",
+                    fencelock::PROTOCOL_VERSION
+                );
             }
             ExitCode::SUCCESS
         }

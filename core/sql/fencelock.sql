@@ -87,7 +87,7 @@ CREATE TABLE IF NOT EXISTS __SCHEMA__.hash_fields (
 CREATE OR REPLACE FUNCTION __SCHEMA__.schema_version() RETURNS integer
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = __SCHEMA__, pg_temp
-AS $$ BEGIN RETURN 3; END $$;
+AS $$ BEGIN RETURN 4; END $$;
 
 -- ---------------------------------------------------------------------------
 -- Internals: errors, parsing as Redis and Lua do, the clock, locks
@@ -1357,7 +1357,7 @@ BEGIN
 END
 $$;
 
--- RELEASE(KEYS = {lock, queue, leases}, ARGV = {token, window_ms, counted})
+-- RELEASE(KEYS = {lock, queue, leases}, ARGV = {token, window_ms, counted, keep_for})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_release(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = __SCHEMA__, pg_temp
@@ -1369,8 +1369,12 @@ BEGIN
   current := get(keys[1]);
   -- if current == ARGV[1] then
   IF current IS NOT DISTINCT FROM args[1] THEN
-    -- if ARGV[2] == '0' then
-    IF args[2] = '0' THEN
+    -- if ARGV[4] and ARGV[4] ~= '' then
+    IF args[4] IS NOT NULL AND args[4] <> '' THEN
+      -- redis.call('SET', KEYS[1], 'w:' .. ARGV[4], 'PX', ARGV[2])
+      PERFORM set(keys[1], 'w:' || args[4], 'PX', args[2]);
+    -- elseif ARGV[2] == '0' then
+    ELSIF args[2] = '0' THEN
       -- redis.call('DEL', KEYS[1])
       PERFORM del(keys[1]);
     -- else

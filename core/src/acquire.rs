@@ -13,13 +13,13 @@ use crate::fenced::{Fence, new_holder_id};
 use crate::fencing::{FencingToken, raise_to};
 use crate::keys::LockKeys;
 use crate::lease::Leases;
-use crate::linger::Linger;
+use crate::linger::{Adopted, Linger};
 use crate::lock::{Lock, Unclaimed};
 use crate::lock_state::LockState;
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
-use crate::options::{LockOptions, MIN_TTL, Resolved};
-use crate::queue::{self, Entry, Place, Refusal, Release};
+use crate::options::{LockOptions, Resolved};
+use crate::queue::{Entry, Place, Refusal};
 use crate::quorum::Decided;
 use crate::runtime;
 use crate::shared::ClientShared;
@@ -147,7 +147,24 @@ pub(crate) fn none_if_refused(result: Result<Lock>) -> Result<Option<Lock>> {
 pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Resolved) -> Result<Lock> {
     let started = Instant::now();
     let deadline = started + options.wait;
-    let mut waiter = (!options.wait.is_zero()).then(|| Waiter::new(&client, claim.leave()));
+    // A lingering release of this client's is taken back with the waiter
+    // id it reserved the key for; a waiter then even with no wait, so that
+    // a refused attempt leaves the queues it entered.
+    let adopted = client.lingers.adopt(&claim);
+    let (retake, mut waiter) = match adopted {
+        Some(Adopted {
+            key,
+            retakes,
+            reserved,
+        }) => (
+            Some((key, retakes)),
+            Some(Waiter::adopting(&client, claim.leave(), reserved)),
+        ),
+        None => (
+            None,
+            (!options.wait.is_zero()).then(|| Waiter::new(&client, claim.leave())),
+        ),
+    };
     let mut retry = 0u32;
     let mut undoing: Option<JoinHandle<()>> = None;
     loop {
@@ -172,8 +189,9 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                 prefer: None,
             },
         };
-        if retry == 0 && entry.prefer.is_none() {
-            entry.prefer = lingering_permit(&client, &claim);
+        if retry == 0 && matches!(claim, Claim::Permit(_)) {
+            // The permit reserved for this waiter: the one to take back.
+            entry.prefer = retake.as_ref().map(|(key, _)| key.clone());
         }
         let outcome = attempt(&client.nodes, &claim, options.ttl, client.connect_timeout, &entry).await;
         match outcome {
@@ -182,7 +200,8 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                     waiter.granted(&grant.place);
                 }
                 tracing::debug!(resource = %claim.name(), fencing_token = grant.fencing_token, attempts = retry + 1, "lock acquired");
-                let linger = lingering(&client, &claim, &grant, &options, (retry, started));
+                let taken_back = retake.filter(|_| retry == 0).map(|(_, retakes)| retakes);
+                let linger = lingering(&client, &claim, &grant, &options, (retry, started), taken_back);
                 return Ok(hand_out(&client, grant, &options, linger));
             }
             Err(Refused { error, place, undo }) if is_retryable(error.kind()) => {
@@ -232,37 +251,27 @@ fn gave_up(last: Error, claim: &Claim, wait: Duration) -> Error {
 
 /// What the release of `grant` needs to linger ([`crate::linger`]), for a
 /// lock or a semaphore's permit (not a read-write lock) in the default
-/// mode, on a single node: it may linger when the grant took the key back
-/// from this client's own lingering release, or when this client had to
-/// wait for it (`refused` attempts before the grant) and loops (the acquire
-/// began right after its last release of it, at `started`). An uncontended
-/// grant carries nothing: its release is not counted as a loop's, so the
-/// hot path allocates nothing for re-takes, and a loop is found one
-/// contended cycle later. Across nodes a
-/// free key can be taken on some nodes by one attempt and on others by
-/// another (a waiter's refresh, the hand-on racing a late re-take), and
-/// both fail: one node decides each race whole.
+/// mode: it may linger when the grant took the key back from this client's
+/// own lingering release on its first attempt (`taken_back`, the re-takes
+/// in a row), or when this client had to wait for it (`refused` attempts
+/// before the grant) and loops (the acquire began right after its last
+/// release of it, at `started`). An uncontended grant carries nothing: its
+/// release is not counted as a loop's, so the hot path allocates nothing
+/// for re-takes, and a loop is found one contended cycle later.
 fn lingering(
     client: &ClientShared,
     claim: &Claim,
     grant: &Grant,
     options: &Resolved,
     (refused, started): (u32, Instant),
+    taken_back: Option<u32>,
 ) -> Option<Linger> {
-    if client.nodes.nodes().len() != 1 {
-        return None;
-    }
     let claim_key = match claim {
         Claim::Lock(keys) => keys.lock(),
         Claim::Permit(keys) => keys.size(),
         Claim::Read(_) | Claim::Write(_) => return None,
     };
-    // Taken back even in fair mode: the key is held again, nothing to hand on.
-    let taken_back = client.lingers.take_over(grant.keys.lock());
-    if options.fair {
-        return None;
-    }
-    if refused == 0 && taken_back.is_none() {
+    if options.fair || (refused == 0 && taken_back.is_none()) {
         return None;
     }
     let loops = || refused > 0 && client.lingers.loops(claim_key, started);
@@ -271,51 +280,6 @@ fn lingering(
         claim: claim_key.to_owned(),
         retakes: taken_back.or_else(|| loops().then_some(0)),
     })
-}
-
-/// A permit of the semaphore of `claim` that this client let go of a
-/// moment ago ([`crate::linger`]): its first attempt asks for that one
-/// first, which it deleted, so as to take it back.
-fn lingering_permit(client: &ClientShared, claim: &Claim) -> Option<String> {
-    match claim {
-        Claim::Permit(keys) => client.lingers.noted_any(keys.slots()),
-        _ => None,
-    }
-}
-
-/// Hands a lock or permit that this client let go of without a hand-off
-/// ([`crate::linger`]) to the first waiter: takes its key, if it is still
-/// free, for the hand-off window, and releases it with a hand-off. A key
-/// someone took meanwhile is theirs to hand on. Counts nothing in the
-/// client's metrics: the holder's release was counted.
-pub(crate) async fn hand_on(nodes: &Arc<NodeSet>, keys: LockKeys, patience: Duration) {
-    // A permit's key is a lock key with the semaphore's counter and queue.
-    let claim = Claim::Lock(keys);
-    let entry = Entry {
-        waiter: None,
-        ticket: 0,
-        fair: false,
-        prefer: None,
-    };
-    // Held as long as a hand-off would be reserved (never below a ttl's floor).
-    let ttl = nodes.handoff().window.max(MIN_TTL);
-    let Ok(grant) = attempt(nodes, &claim, ttl, patience, &entry).await else {
-        return;
-    };
-    if let Some(stragglers) = grant.stragglers {
-        // The release goes to every node, behind the requests still on their way.
-        stragglers.abort();
-    }
-    let (script, keys) = queue::release_keys(grant.keys.lock(), grant.keys.waiters(), None);
-    queue::release_in_background(
-        nodes,
-        script,
-        keys,
-        &grant.token,
-        Release::HandOff,
-        patience,
-        |_| true,
-    );
 }
 
 fn hand_out(client: &Arc<ClientShared>, grant: Grant, options: &Resolved, linger: Option<Linger>) -> Lock {

@@ -115,6 +115,7 @@ pub use runtime::{
     DEFAULT_WORKER_THREADS, MAX_WORKER_THREADS, WORKER_THREADS_ENV, block_on, handle as runtime_handle,
 };
 pub use rw_lock::RwLock;
+pub use scripts::PROTOCOL_VERSION;
 pub use semaphore::Semaphore;
 pub use settings::ClientSettings;
 pub use tls::TlsVersion;

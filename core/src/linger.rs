@@ -6,16 +6,18 @@
 //! holds the lock, during which nobody does; a holder that loops (release,
 //! acquire, release…) takes it back in one. So the release of a lock or
 //! permit that this client had to wait for, having asked for it again right
-//! after releasing it (it loops), or that it had just taken back, deletes
-//! the key without a hand-off, as an undo does, and leaves a note here. A
-//! grant of the same key to this client while the note is here takes it
-//! over, with the count of re-takes in a row; after [`MAX_RETAKES`] the
-//! release hands off, so the waiters still go in turn. A note nobody takes
-//! over within [`LINGER`] (or when the client closes) is acted on: the
-//! client takes the free key for a moment and releases it with a hand-off,
-//! which wakes the first waiter ([`crate::acquire::hand_on`]). Should the
-//! process end first, the key is already free, and the waiters come back
-//! at their next refresh, as after a lost wake-up.
+//! after releasing it (it loops), or that it had just taken back, reserves
+//! the key for this client's next acquire of it instead of handing it on,
+//! and leaves a note here with the reservation's waiter id. An acquire of
+//! the same claim while the note is here adopts that id, and so takes the
+//! key back on every node with no other attempt able to take it in between;
+//! it carries the count of re-takes in a row, and after [`MAX_RETAKES`] the
+//! release hands off, so the waiters still go in turn. A note nobody adopts
+//! within [`LINGER`] (or when the client closes) is acted on: the
+//! reservation is left as a waiter leaves, which hands the key to the first
+//! waiter and wakes it. Should the process end first, the reservation runs
+//! out after [`RESERVED`], and the waiters come back at their next refresh,
+//! as after a lost wake-up.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,17 +26,28 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::claim::Claim;
 use crate::keys::LockKeys;
 use crate::node_set::NodeSet;
+use crate::queue::Leave;
 use crate::runtime;
+use crate::wake::Registration;
 
-/// How long a lingering release waits for its holder to come back before
-/// the lock is handed to the next waiter, and how soon after a release an
+/// How long a lingering release's reservation waits for its holder to come
+/// back before the lock is handed to the next waiter, and how soon after a release an
 /// acquire must start for its client to count as looping: many times what
 /// a loop takes between a release and its next acquire, so a busy machine
 /// rarely hands on a lock its holder was about to take back, and small
 /// against a hand-off's window.
 pub(crate) const LINGER: Duration = Duration::from_millis(10);
+
+/// How long a lingering release reserves the key for its holder: time for
+/// the holder to come back within [`LINGER`], or for its hand-on, and for
+/// the request to reach the node. Short, because nothing else ends a
+/// reservation whose hand-on overtook it on its way to a node (both wait
+/// for a connection that is being made again): until it runs out, others
+/// find the lock taken.
+pub(crate) const RESERVED: Duration = Duration::from_millis(100);
 
 /// How many release times a client keeps before it drops the stale ones.
 const RELEASES_KEPT: usize = 64;
@@ -71,6 +84,18 @@ struct Note {
     id: u64,
     /// The re-takes in a row of the grant that takes it over.
     retakes: u32,
+    /// The waiter id the key is reserved for, with its wake-up routing.
+    reserved: Registration,
+}
+
+/// A lingering release that an acquire took over: it asks with the
+/// reservation's waiter id, so its first attempt takes the key back.
+pub(crate) struct Adopted {
+    /// The reserved key: the lock's, or the semaphore permit's to ask for first.
+    pub(crate) key: String,
+    /// The re-takes in a row of a grant on the first attempt.
+    pub(crate) retakes: u32,
+    pub(crate) reserved: Registration,
 }
 
 /// A client's lingering releases, by lock (or permit) key, and when it
@@ -123,26 +148,31 @@ impl Lingers {
         })
     }
 
-    /// Takes over this client's lingering release of `lock_key`, if there
-    /// is one, for a grant of that key: its re-takes in a row.
-    pub(crate) fn take_over(&self, lock_key: &str) -> Option<u32> {
-        self.notes().remove(lock_key).map(|note| note.retakes)
-    }
-
-    /// The first of `lock_keys` (a semaphore's permits) whose release by
-    /// this client lingers.
-    pub(crate) fn noted_any(&self, lock_keys: &[String]) -> Option<String> {
-        let notes = self.notes();
+    /// Takes over this client's lingering release of `claim`'s key (of any
+    /// of a semaphore's permits), if there is one, for an acquire of it.
+    pub(crate) fn adopt(&self, claim: &Claim) -> Option<Adopted> {
+        let mut notes = self.notes();
         if notes.is_empty() {
             return None;
         }
-        lock_keys.iter().find(|key| notes.contains_key(*key)).cloned()
+        let key = match claim {
+            Claim::Lock(keys) => notes.contains_key(keys.lock()).then(|| keys.lock().to_owned()),
+            Claim::Permit(keys) => keys.slots().iter().find(|key| notes.contains_key(*key)).cloned(),
+            Claim::Read(_) | Claim::Write(_) => None,
+        }?;
+        let note = notes.remove(&key)?;
+        Some(Adopted {
+            key,
+            retakes: note.retakes,
+            reserved: note.reserved,
+        })
     }
 
-    /// Notes a release of `linger`'s key that did not hand off; unless a
-    /// grant of the key takes it over within [`LINGER`], hands the key on
-    /// then, in the background (counted for `Client::settle`).
-    pub(crate) fn linger(self: &Arc<Self>, nodes: &Arc<NodeSet>, patience: Duration, linger: &Linger) {
+    /// Notes a release of `linger`'s key that reserved it for `reserved`;
+    /// unless an acquire adopts it within [`LINGER`], leaves the reservation
+    /// then, in the background (counted for `Client::settle`), which hands
+    /// the key to the first waiter.
+    pub(crate) fn linger(self: &Arc<Self>, nodes: &Arc<NodeSet>, linger: &Linger, reserved: Registration) {
         self.released(&linger.claim);
         let Ok(runtime) = runtime::handle() else { return };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -150,6 +180,7 @@ impl Lingers {
         let note = Note {
             id,
             retakes: linger.retakes.unwrap_or(0) + 1,
+            reserved,
         };
         self.notes().insert(keys.lock().to_owned(), note);
         let (lingers, nodes, running) = (self.clone(), nodes.clone(), nodes.background.start());
@@ -159,20 +190,19 @@ impl Lingers {
                 () = tokio::time::sleep(LINGER) => {}
                 () = lingers.closing.cancelled() => {}
             }
-            if lingers.untaken(keys.lock(), id) {
-                crate::acquire::hand_on(&nodes, keys, patience).await;
+            if let Some(note) = lingers.untaken(keys.lock(), id) {
+                Leave::lock(&keys).in_background(&nodes, &note.reserved.id, |_| true);
             }
         });
     }
 
-    /// Removes note `id` of `lock_key` if no grant took it over.
-    fn untaken(&self, lock_key: &str, id: u64) -> bool {
+    /// Removes note `id` of `lock_key` if no acquire adopted it.
+    fn untaken(&self, lock_key: &str, id: u64) -> Option<Note> {
         let mut notes = self.notes();
-        let ours = notes.get(lock_key).is_some_and(|note| note.id == id);
-        if ours {
-            notes.remove(lock_key);
+        if notes.get(lock_key).is_some_and(|note| note.id == id) {
+            return notes.remove(lock_key);
         }
-        ours
+        None
     }
 }
 
@@ -225,19 +255,27 @@ mod tests {
     }
 
     #[test]
-    fn a_note_is_taken_over_once_and_only_by_its_key() {
+    fn a_note_is_adopted_once_and_only_by_its_claim() {
         let lingers = Lingers::new(CancellationToken::new());
-        lingers
-            .notes()
-            .insert("t:{res}".into(), Note { id: 1, retakes: 3 });
-        assert_eq!(
-            lingers.noted_any(&["t:{x}".into(), "t:{res}".into()]),
-            Some("t:{res}".into())
+        let note = |id| Note {
+            id,
+            retakes: 3,
+            reserved: Registration::detached(id),
+        };
+        lingers.notes().insert("t:{res}".into(), note(1));
+        let other = Claim::Lock(LockKeys::new("t:", "other").unwrap());
+        assert!(lingers.adopt(&other).is_none());
+        assert!(lingers.untaken("t:{res}", 2).is_none(), "another note's timer");
+        let adopted = lingers.adopt(&Claim::Lock(keys())).expect("its note");
+        assert_eq!((adopted.key.as_str(), adopted.retakes), ("t:{res}", 3));
+        assert_eq!(adopted.reserved.id, Registration::detached(1).id);
+        assert!(lingers.adopt(&Claim::Lock(keys())).is_none(), "adopted once");
+        assert!(
+            lingers.untaken("t:{res}", 1).is_none(),
+            "adopted before its timer"
         );
-        assert_eq!(lingers.take_over("t:{other}"), None);
-        assert!(!lingers.untaken("t:{res}", 2), "another note's timer");
-        assert_eq!(lingers.take_over("t:{res}"), Some(3));
-        assert_eq!(lingers.take_over("t:{res}"), None);
-        assert!(!lingers.untaken("t:{res}", 1), "taken over before its timer");
+        lingers.notes().insert("t:{res}".into(), note(4));
+        assert!(lingers.untaken("t:{res}", 4).is_some(), "its timer, not adopted");
+        assert!(lingers.adopt(&Claim::Lock(keys())).is_none());
     }
 }

@@ -298,16 +298,18 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     stop_stragglers(state).await;
     let nodes = &client.nodes;
     let (script, release_keys) = state.release_keys();
-    // A looping holder's release deletes the key without waking anyone, so
-    // that the holder can take it back at once ([`crate::linger`]).
+    // A looping holder's release reserves the key for its next acquire,
+    // waking nobody, so that it can take it back at once ([`crate::linger`]).
     let linger = state
         .linger
         .as_ref()
         .filter(|linger| was_held && linger.may_linger());
-    let how = if linger.is_some() {
-        Release::Linger
-    } else {
-        Release::HandOff
+    let reserved = linger.map(|_| client.wakeups.register());
+    let how = match &reserved {
+        Some(reserved) => Release::Linger {
+            keep_for: &reserved.id,
+        },
+        None => Release::HandOff,
     };
     let args = queue::release_args(nodes, &state.token, how);
     let keys: Vec<&str> = release_keys.iter().map(String::as_str).collect();
@@ -337,8 +339,8 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     if !was_held {
         return Err(not_held(state, "was lost before release"));
     }
-    if let Some(linger) = linger {
-        client.lingers.linger(nodes, client.connect_timeout, linger);
+    if let (Some(linger), Some(reserved)) = (linger, reserved) {
+        client.lingers.linger(nodes, linger, reserved);
     } else if let Some(linger) = &state.linger {
         client.lingers.released(&linger.claim);
     }

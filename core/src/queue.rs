@@ -14,6 +14,7 @@ use rand::Rng;
 use redis::Value;
 
 use crate::keys::{LockKeys, ReaderKeys, SemaphoreKeys, WaiterKeys};
+use crate::linger::RESERVED;
 use crate::node::{Reply, as_i64};
 use crate::node_set::NodeSet;
 use crate::scripts::{self, LuaScript};
@@ -161,7 +162,7 @@ fn min_some<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 
 /// Whether a release hands the lock to the next waiter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Release {
+pub(crate) enum Release<'a> {
     /// A holder lets go: the first waiter still listening gets it.
     HandOff,
     /// A failed attempt is undone: the key goes, nobody is woken. On a
@@ -169,19 +170,25 @@ pub(crate) enum Release {
     /// win either, whose own undo would wake the next, and so on.
     Undo,
     /// A holder lets go of a contended lock it may take back at once
-    /// ([`crate::linger`]): the key goes, and nobody is woken unless the
-    /// holder does not come back.
-    Linger,
+    /// ([`crate::linger`]): the key is reserved for the holder's next
+    /// acquire, the waiter `keep_for`, for [`RESERVED`], and nobody is
+    /// woken unless the holder does not come back.
+    Linger { keep_for: &'a str },
 }
 
 /// The ARGV of RELEASE and READ_RELEASE for `token` (docs/protocol.md §3.2).
-pub(crate) fn release_args(nodes: &NodeSet, token: &LockToken, release: Release) -> Vec<String> {
+pub(crate) fn release_args(nodes: &NodeSet, token: &LockToken, release: Release<'_>) -> Vec<String> {
     let handoff = nodes.handoff();
-    let window_ms = match release {
-        Release::HandOff => handoff.window_ms(),
-        Release::Undo | Release::Linger => "0".to_owned(),
+    let (window_ms, keep_for) = match release {
+        Release::HandOff => (handoff.window_ms(), ""),
+        Release::Undo => ("0".to_owned(), ""),
+        Release::Linger { keep_for } => (RESERVED.as_millis().to_string(), keep_for),
     };
-    vec![token.as_str().to_owned(), window_ms, handoff.counted.to_owned()]
+    let mut args = vec![token.as_str().to_owned(), window_ms, handoff.counted.to_owned()];
+    if !keep_for.is_empty() {
+        args.push(keep_for.to_owned());
+    }
+    args
 }
 
 /// The release script of the lock on `lock_key` and its KEYS: RELEASE,
@@ -216,7 +223,7 @@ pub(crate) fn release_in_background(
     script: &'static LuaScript,
     keys: Vec<String>,
     token: &LockToken,
-    release: Release,
+    release: Release<'_>,
     patience: Duration,
     only: impl Fn(usize) -> bool + Send + Sync + 'static,
 ) {

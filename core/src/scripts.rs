@@ -5,6 +5,11 @@
 
 use std::sync::LazyLock;
 
+/// The version of the wire protocol these scripts make (docs/protocol.md
+/// §8): clients of different versions may not contend for the same locks
+/// as the document describes, and a PostgreSQL schema must speak this one.
+pub const PROTOCOL_VERSION: i32 = 4;
+
 /// A script and its SHA1, so calls can go by `EVALSHA`.
 pub(crate) struct LuaScript {
     /// For messages about a script (the protocol-document check).
@@ -142,14 +147,17 @@ return {0, retry_in, ticket, position}
     )
 });
 
-/// `RELEASE(KEYS = {lock, queue, leases}, ARGV = {token, window_ms, counted})`:
-/// compare-and-hand-off.
+/// `RELEASE(KEYS = {lock, queue, leases}, ARGV = {token, window_ms, counted,
+/// keep_for})`: compare-and-hand-off.
 ///
 /// When the key holds the token, it goes to the first waiter still listening
 /// (a reservation `w:<waiter>` for `window_ms`, announced on the waiter's
 /// channel) or is deleted; with `window_ms` 0 (the undo of a failed
-/// attempt, which must not wake anyone) it is deleted; returns 1. Returns 0 when another owner holds
-/// the key, -1 when absent.
+/// attempt, which must not wake anyone) it is deleted; with a non-empty
+/// `keep_for` (a lingering release, docs/protocol.md §4.9) it is reserved
+/// for that waiter for `window_ms`, waking nobody; returns 1. Returns 0 when
+/// another owner holds the key, -1 when absent. A missing `keep_for` is
+/// empty.
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         "release",
@@ -159,7 +167,9 @@ pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
             r#"
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
-  if ARGV[2] == '0' then
+  if ARGV[4] and ARGV[4] ~= '' then
+    redis.call('SET', KEYS[1], 'w:' .. ARGV[4], 'PX', ARGV[2])
+  elseif ARGV[2] == '0' then
     redis.call('DEL', KEYS[1])
   else
     hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
@@ -749,6 +759,7 @@ mod tests {
     fn scripts_match_the_shared_test_vectors() {
         let vectors: serde_json::Value =
             serde_json::from_str(include_str!("../../tests/vectors/protocol.json")).expect("valid JSON");
+        assert_eq!(vectors["protocol_version"], super::PROTOCOL_VERSION);
         for script in super::all() {
             let name = script.name.to_uppercase();
             assert_eq!(vectors["scripts"][&name], script.sha(), "SHA1 of {name}");

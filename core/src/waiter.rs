@@ -38,9 +38,25 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     pub(crate) fn new(client: &Arc<ClientShared>, leave: Leave) -> Self {
+        Waiter::registered(client, leave, client.wakeups.register(), false)
+    }
+
+    /// A waiter with the id a lingering release of this client reserved
+    /// the key for ([`crate::linger`]): its attempts carry that id from the
+    /// first, so the first takes the key back.
+    pub(crate) fn adopting(client: &Arc<ClientShared>, leave: Leave, reserved: Registration) -> Self {
+        Waiter::registered(client, leave, reserved, true)
+    }
+
+    fn registered(
+        client: &Arc<ClientShared>,
+        leave: Leave,
+        registration: Registration,
+        queuing: bool,
+    ) -> Self {
         client.metrics.waiting(1);
         Waiter {
-            registration: client.wakeups.register(),
+            registration,
             client: client.clone(),
             leave,
             place: Place::default(),
@@ -48,7 +64,7 @@ impl Waiter {
             evening: false,
             split: 0,
             prefer: None,
-            queuing: false,
+            queuing,
         }
     }
 

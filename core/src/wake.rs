@@ -125,6 +125,26 @@ impl Registration {
     }
 }
 
+#[cfg(test)]
+impl Registration {
+    /// A registration of its own, outside any client (unit tests).
+    pub(crate) fn detached(seq: u64) -> Self {
+        let registry = Arc::new(Registry {
+            next: AtomicU64::new(seq + 1),
+            waiting: Mutex::default(),
+            quorum: 1,
+            listening: Vec::new(),
+            started_listening: Notify::new(),
+        });
+        Registration {
+            seq,
+            id: format!("{:032x}:{seq}", 0),
+            slot: Arc::default(),
+            registry,
+        }
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         lock(&self.registry.waiting).remove(&self.seq);

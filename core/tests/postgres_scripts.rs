@@ -383,7 +383,10 @@ fn every_script_case_gives_the_vectors_reply_and_leaves_the_keys_as_redis_does()
     let node = migrated_node();
     // Idempotent: the core may run it at every start.
     node.sql(&migration(SCHEMA));
-    assert_eq!(node.sql(&format!("SELECT {SCHEMA}.schema_version()")), "3");
+    assert_eq!(
+        node.sql(&format!("SELECT {SCHEMA}.schema_version()")),
+        fencelock::PROTOCOL_VERSION.to_string()
+    );
 
     // The Lua the document carries is the one the vectors name (checked with the SQL layer's
     // own SHA-1), and each script has its function.

@@ -1,7 +1,8 @@
 //! Re-takes (docs/protocol.md §4.9): the holder of a contended lock or
 //! permit that asks for it again at once takes it back without waking the
-//! next waiter, at most `MAX_RETAKES` times in a row; one that does not come
-//! back hands it on within a moment, not at the waiter's next refresh.
+//! next waiter, at most `MAX_RETAKES` times in a row, on one node or many;
+//! one that does not come back hands it on within a moment, not at the
+//! waiter's next refresh.
 
 mod common;
 
@@ -76,19 +77,41 @@ async fn contended(
     (lock, granted, task)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_holder_that_comes_back_takes_the_lock_back_until_its_retakes_run_out() {
-    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+/// A holder of `resource` on `node_count` nodes takes it back `MAX_RETAKES`
+/// times in a row while a waiter waits, then hands it to the waiter. With
+/// `rival`, another client keeps trying for the lock meanwhile: a lingering
+/// release reserves the key for its holder, so no attempt of another can
+/// take it on some nodes and split a re-take.
+async fn retakes_until_they_run_out(node_count: usize, resource: &str, rival: bool) {
+    let nodes = RedisNode::start_many(node_count, &NodeOptions::default());
     let a = client(&nodes).await;
-    let (mut lock, waiter_granted, waiter) = contended(&nodes, &a, "again", false).await;
+    let (mut lock, waiter_granted, waiter) = contended(&nodes, &a, resource, false).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let c = client(&nodes).await;
+    let rival = rival.then(|| {
+        let (stop, name) = (stop.clone(), resource.to_owned());
+        tokio::spawn(async move {
+            let mut tries = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                if let Some(lock) = c.try_acquire(&name, options(0)).await.unwrap() {
+                    panic!(
+                        "another client took a lingering lock (token {})",
+                        lock.fencing_token()
+                    );
+                }
+                tries += 1;
+            }
+            tries
+        })
+    });
     let wakes_before = wakes(&nodes);
     for retake in 1..=MAX_RETAKES {
         let token = lock.fencing_token();
         lock.release().await.unwrap();
         // Without waiting: the release is on each node's connection ahead
-        // of this attempt, so the key is free when it lands.
+        // of this attempt, so the key is reserved for it when it lands.
         lock = a
-            .try_acquire("again", options(0))
+            .try_acquire(resource, options(0))
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("re-take {retake} refused"));
@@ -97,12 +120,17 @@ async fn a_holder_that_comes_back_takes_the_lock_back_until_its_retakes_run_out(
             !waiter_granted.load(Ordering::SeqCst),
             "the waiter got the lock during re-take {retake}"
         );
+        tokio::time::sleep(ms(2)).await;
     }
     assert_eq!(wakes(&nodes), wakes_before, "a re-take woke a waiter");
+    stop.store(true, Ordering::SeqCst);
+    if let Some(rival) = rival {
+        assert!(rival.await.unwrap() > 0, "the rival never tried");
+    }
     // The last re-take's release hands the lock to the waiter.
     lock.release().await.unwrap();
     assert!(
-        a.try_acquire("again", options(0)).await.unwrap().is_none(),
+        a.try_acquire(resource, options(0)).await.unwrap().is_none(),
         "a re-take beyond the bound"
     );
     let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
@@ -111,20 +139,13 @@ async fn a_holder_that_comes_back_takes_the_lock_back_until_its_retakes_run_out(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_three_nodes_a_looping_holder_hands_off_every_time() {
-    let nodes = RedisNode::start_many(3, &NodeOptions::default());
-    let a = client(&nodes).await;
-    let (lock, waiter_granted, waiter) = contended(&nodes, &a, "three", false).await;
-    let wakes_before = wakes(&nodes);
-    lock.release().await.unwrap();
-    assert!(wakes(&nodes) > wakes_before, "the release itself woke the waiter");
-    assert!(
-        a.try_acquire("three", options(0)).await.unwrap().is_none(),
-        "a re-take across nodes"
-    );
-    let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
-    assert!(waiter_granted.load(Ordering::SeqCst));
-    held.release().await.unwrap();
+async fn a_holder_that_comes_back_takes_the_lock_back_until_its_retakes_run_out() {
+    retakes_until_they_run_out(1, "again", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_three_nodes_a_holder_takes_the_lock_back_while_another_client_keeps_trying() {
+    retakes_until_they_run_out(3, "three", true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,13 +156,18 @@ async fn a_holder_that_does_not_come_back_hands_on_at_once() {
     let wakes_before = wakes(&nodes);
     let released = Instant::now();
     lock.release().await.unwrap();
-    // Released on the node when `release` returns, as any release is: any
-    // client may take it now; only the wake-up waits.
-    assert_eq!(
-        get(&nodes[0], &lock_key("gone")),
-        None,
-        "the key outlived the release"
+    // Released on the node when `release` returns, as any release is, and
+    // reserved for this client's next acquire: no other client may take it.
+    let key = get(&nodes[0], &lock_key("gone")).expect("a reservation");
+    assert!(key.starts_with("w:"), "the key is {key}");
+    // A reservation whose hand-on never lands blocks others only briefly.
+    let left = nodes[0].command(&["PTTL", &lock_key("gone")]);
+    assert!(
+        matches!(left, redis::Value::Int(ms) if ms > 0 && ms <= 100),
+        "the reservation has {left:?} ms to run"
     );
+    let other = client(&nodes).await;
+    assert!(other.try_acquire("gone", options(0)).await.unwrap().is_none());
     assert_eq!(
         wakes(&nodes),
         wakes_before,

@@ -1,4 +1,4 @@
-"""Independent test-only client of fencelock protocol v3 (locks, elections, semaphores, read-write
+"""Independent test-only client of fencelock protocol v4 (locks, elections, semaphores, read-write
 locks), written from docs/protocol.md alone."""
 import argparse, concurrent.futures as cf, hashlib, itertools, random, secrets, sys, threading, time
 import redis
@@ -125,7 +125,9 @@ return {0, retry_in, ticket, position}
     "RELEASE": "\n" + _WAITERS + "\n" + _HAND_OFF + """
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
-  if ARGV[2] == '0' then
+  if ARGV[4] and ARGV[4] ~= '' then
+    redis.call('SET', KEYS[1], 'w:' .. ARGV[4], 'PX', ARGV[2])
+  elseif ARGV[2] == '0' then
     redis.call('DEL', KEYS[1])
   else
     hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
@@ -388,7 +390,7 @@ return 0
 """,
 }
 SHAS = {  # §3, as printed; checked against the sources at import time
-    "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "5c42d9596834b9b8b0eb62ee5d220b756c6d7a87",
+    "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "728fc2e9ca1269e628d16ea3b5d47c76f54211f7",
     "LEAVE": "bc238c92905275bfcee4f483ba5a4321ae7c2c96",
     "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",

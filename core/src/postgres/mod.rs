@@ -37,14 +37,12 @@ use crate::endpoint::Endpoint;
 use crate::error::{Error, ErrorKind, Result};
 use crate::node::NodeSettings;
 use crate::persistence::Persistence;
+use crate::scripts::PROTOCOL_VERSION;
 use crate::store::{Messages, StoreError};
 use crate::tls::TlsMaterial;
 
 /// The DDL, with `__SCHEMA__` for the schema's quoted name.
 const SCHEMA_SQL: &str = include_str!("../../sql/fencelock.sql");
-
-/// The protocol version the SQL functions must speak (`schema_version()`).
-const PROTOCOL_VERSION: i32 = 3;
 
 /// How a PostgreSQL node's connections are made.
 #[derive(Clone)]
