@@ -264,16 +264,22 @@ namespace FenceLock
         /// <summary>
         /// Reads a value written by <see cref="FencedSetAsync"/> and the token
         /// that wrote it (null value and token 0 when the key does not exist).
-        /// Runs the blocking call on a thread-pool thread; <paramref name="cancellationToken"/>
-        /// stops it only before it starts.
         /// </summary>
+        /// <remarks>Runs <c>fencelock_fenced_get_async</c>: no thread waits for the
+        /// round trip, and <paramref name="cancellationToken"/> stops it in flight
+        /// (the task is then cancelled). A key libfencelock refuses (empty, too
+        /// long, of a lock key's form) faults the task with <see cref="ArgumentException"/>,
+        /// as <see cref="FencedSetAsync"/> does.</remarks>
         /// <exception cref="ArgumentNullException"><paramref name="key"/> is null.</exception>
+        /// <exception cref="ArgumentException"><paramref name="key"/> has a NUL or a lone surrogate.</exception>
         /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
         public Task<FencedValue> FencedGetAsync(string key, CancellationToken cancellationToken = default(CancellationToken))
         {
             var keyBytes = Utf8.EncodeRequired(key, nameof(key));
             ThrowIfDisposed();
-            return Task.Run(() => FencedGet(keyBytes), cancellationToken);
+            return new FencedGetOperation(cancellationToken).Start((IntPtr userData, out IntPtr operation, ref IntPtr error) =>
+                NativeMethods.fencelock_fenced_get_async(native, keyBytes, FencedGetOperation.Callback, userData,
+                    out operation, ref error));
         }
 
         /// <summary>
@@ -390,22 +396,6 @@ namespace FenceLock
                 throw new ArgumentException("a resource is 1 to " + FenceLockLimits.MaxResourceBytes + " bytes of UTF-8, got " + length,
                     parameterName);
             return name;
-        }
-
-        private FencedValue FencedGet(byte[] key)
-        {
-            var error = IntPtr.Zero;
-            IntPtr value;
-            ulong token;
-            NativeErrors.Check(NativeMethods.fencelock_fenced_get(native, key, out value, out token, ref error), error);
-            try
-            {
-                return new FencedValue(Utf8.Decode(value), token);
-            }
-            finally
-            {
-                NativeMethods.fencelock_string_free(value);
-            }
         }
 
         private static List<byte[]> EncodeNodes(IEnumerable<string> nodes)

@@ -107,27 +107,21 @@ namespace FenceLock
         /// (a permit being handed to a waiter is not counted). For monitoring:
         /// the answer may be out of date when it arrives.
         /// </summary>
-        /// <remarks>Runs the blocking <c>fencelock_semaphore_holders</c> (one round trip to the nodes)
-        /// on a thread-pool thread; <paramref name="cancellationToken"/> stops it only before it starts.
-        /// The task faults with <see cref="UnavailableException"/> when no majority answered.</remarks>
+        /// <remarks>Runs <c>fencelock_semaphore_holders_async</c>: no thread waits for the round trip
+        /// to the nodes (bounded by the connect timeout), and <paramref name="cancellationToken"/>
+        /// stops it in flight (the task is then cancelled). The task faults with
+        /// <see cref="UnavailableException"/> when no majority answered.</remarks>
         /// <exception cref="ObjectDisposedException">The client was disposed.</exception>
         public Task<int> HoldersAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
             var native = client.NativeHandle();
-            return Task.Run(() => Holders(native), cancellationToken);
+            return new HoldersOperation(cancellationToken).Start((IntPtr userData, out IntPtr operation, ref IntPtr error) =>
+                NativeMethods.fencelock_semaphore_holders_async(native, name, permits, HoldersOperation.Callback, userData,
+                    out operation, ref error));
         }
 
         /// <inheritdoc />
         public override string ToString() => "FenceLockSemaphore(" + Name + ", " + Permits + " permits)";
-
-        private int Holders(ClientSafeHandle native)
-        {
-            var error = IntPtr.Zero;
-            UIntPtr holders;
-            NativeErrors.Check(NativeMethods.fencelock_semaphore_holders(native, name, permits, out holders, ref error),
-                error);
-            return checked((int)holders.ToUInt64());
-        }
 
         private Task<FenceLockHandle> Start(TimeSpan ttl, ulong waitMs, bool heldIsNull,
             CancellationToken cancellationToken)

@@ -34,6 +34,14 @@ namespace FenceLock
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void InspectCallback(IntPtr userData, int status, IntPtr inspection, IntPtr error);
 
+        /// <summary>fencelock_fenced_value_callback: the value (NULL when absent) is the callback's to free.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void FencedValueCallback(IntPtr userData, int status, IntPtr value, ulong token, IntPtr error);
+
+        /// <summary>fencelock_holders_callback: the count (0 on failure).</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void HoldersCallback(IntPtr userData, int status, UIntPtr holders, IntPtr error);
+
         /// <summary>fencelock_log_callback: the record is lent for the call only.</summary>
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void LogCallback(IntPtr record, IntPtr userData);
@@ -238,8 +246,8 @@ namespace FenceLock
             out IntPtr operation, ref IntPtr error);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int fencelock_semaphore_holders(ClientSafeHandle client, byte[] name, uint permits,
-            out UIntPtr holders, ref IntPtr error);
+        internal static extern int fencelock_semaphore_holders_async(ClientSafeHandle client, byte[] name, uint permits,
+            HoldersCallback callback, IntPtr userData, out IntPtr operation, ref IntPtr error);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         [return: MarshalAs(UnmanagedType.I1)]
@@ -332,8 +340,8 @@ namespace FenceLock
             Fence fence, DoneCallback callback, IntPtr userData, out IntPtr operation, ref IntPtr error);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int fencelock_fenced_get(ClientSafeHandle client, byte[] key,
-            out IntPtr value, out ulong token, ref IntPtr error);
+        internal static extern int fencelock_fenced_get_async(ClientSafeHandle client, byte[] key,
+            FencedValueCallback callback, IntPtr userData, out IntPtr operation, ref IntPtr error);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void fencelock_string_free(IntPtr value);

@@ -10,7 +10,8 @@ namespace FenceLock.Tests
     /// Counting semaphores: <see cref="FenceLockClient.Semaphore"/>, <see cref="FenceLockSemaphore"/>
     /// and <see cref="FenceLockHandle.Permit"/>, mirroring tests/c/test_semaphore.c: capacity under
     /// contention (one node and three), permit numbers and holders, clients that disagree on the
-    /// number of permits, waiters woken and cancelled, fair waiting, a permit's loss, bad arguments.
+    /// number of permits, waiters woken and cancelled, fair waiting, a permit's loss, a count cancelled
+    /// on a paused node, bad arguments.
     /// </summary>
     internal static class Semaphore
     {
@@ -245,6 +246,36 @@ namespace FenceLock.Tests
                 Check.Equal(1, await semaphore.HoldersAsync(), "one permit held");
                 doomed.Dispose();
                 await other.DisposeAsync();
+            }
+        }
+
+        // ---- a paused node ------------------------------------------------
+
+        /// <summary>
+        /// <see cref="FenceLockSemaphore.HoldersAsync"/> on a paused node: cancelled, it ends at once as
+        /// a cancelled task; left alone, it faults with <see cref="UnavailableException"/> at the node
+        /// timeout. Afterwards the same semaphores count as before.
+        /// </summary>
+        internal static async Task HoldersCancelledInFlight()
+        {
+            using (var slow = new FenceLockClient(Tests.Single.Urls, PausedNode.SlowTimeouts()))
+            using (var quick = new FenceLockClient(Tests.Single.Urls))
+            {
+                var name = Tests.Unique("sem-paused");
+                var semaphore = slow.Semaphore(name, 3);
+                var quickly = quick.Semaphore(name, 3);
+                // A lease long enough that no renewal falls in the pause.
+                var permit = await semaphore.AcquireAsync(TimeSpan.FromSeconds(30), TimeSpan.Zero);
+                await PausedNode.CheckCancelledInFlight(token => semaphore.HoldersAsync(token), "HoldersAsync");
+                var e = await PausedNode.CheckUnavailable(() => quickly.HoldersAsync());
+                Check.Equal(FenceLockStatus.Unavailable, e.Status, "Status");
+
+                Check.Equal(1, await semaphore.HoldersAsync(), "counted after the pause");
+                Check.Equal(1, await quickly.HoldersAsync(), "by the other client too");
+                var never = semaphore.HoldersAsync(new CancellationToken(true));
+                Check.That(never.IsCanceled, "an already-cancelled token starts nothing");
+                await permit.DisposeAsync();
+                Check.Equal(0, await semaphore.HoldersAsync(), "none held at the end");
             }
         }
 

@@ -61,6 +61,7 @@ namespace FenceLock.Tests
             BadClientArguments,
             BadLockArguments,
             StaleFencedWriteIsRefused,
+            FencedGetCancelledInFlight,
             RedlockSurvivesOneNodeKilled,
             ProtocolVectors,
             Inspect.InspectHeldReleasedAndWaitingOnOneNode,
@@ -81,6 +82,7 @@ namespace FenceLock.Tests
             Semaphore.WaiterWokenByReleaseAndCancelled,
             Semaphore.FairOptionReachesTheSemaphoreQueue,
             Semaphore.PermitLostWhenItsKeyIsDeleted,
+            Semaphore.HoldersCancelledInFlight,
             Semaphore.BadSemaphoreArguments,
             ReaderWriterLock.ReadersShareAndAWriterHoldsAloneOnOneNode,
             ReaderWriterLock.ReadersShareAndAWriterHoldsAloneOnThreeNodes,
@@ -653,6 +655,10 @@ namespace FenceLock.Tests
 
                 // A rule only libfencelock checks: its INVALID_ARGUMENT becomes ArgumentException.
                 await Check.Throws<ArgumentException>(() => client.FencedSetAsync("", "v", 1));
+                await Check.Throws<ArgumentException>(() => client.FencedGetAsync(""));
+                Check.ThrowsNow<ArgumentNullException>(() => client.FencedGetAsync(null));
+                Check.ThrowsNow<ArgumentException>(() => client.FencedGetAsync("a\0b"));
+                Check.ThrowsNow<ArgumentException>(() => client.FencedGetAsync("bad\ud800"));
 
                 var handle = await client.AcquireAsync(Unique("args"), Second, TimeSpan.Zero);
                 Check.ThrowsNow<ArgumentOutOfRangeException>(() => handle.ExtendAsync(TimeSpan.Zero));
@@ -691,6 +697,33 @@ namespace FenceLock.Tests
                 var absent = await client.FencedGetAsync(Unique("absent"));
                 Check.That(absent.Value == null && absent.FencingToken == 0, "absent key");
                 await second.DisposeAsync();
+            }
+        }
+
+        /// <summary>
+        /// <see cref="FenceLockClient.FencedGetAsync"/> on a paused node: cancelled, it ends at once as a
+        /// cancelled task; left alone, it faults with <see cref="UnavailableException"/> at the node timeout.
+        /// Afterwards the same clients read as before.
+        /// </summary>
+        private static async Task FencedGetCancelledInFlight()
+        {
+            using (var slow = new FenceLockClient(single.Urls, PausedNode.SlowTimeouts()))
+            using (var quick = new FenceLockClient(single.Urls))
+            {
+                var key = Unique("fenced-paused");
+                await slow.FencedSetAsync(key, "stored", 7);
+                await PausedNode.CheckCancelledInFlight(token => slow.FencedGetAsync(key, token), "FencedGetAsync");
+                var e = await PausedNode.CheckUnavailable(() => quick.FencedGetAsync(key));
+                Check.Equal(FenceLockStatus.Unavailable, e.Status, "Status");
+
+                foreach (var client in new[] { slow, quick })
+                {
+                    var stored = await client.FencedGetAsync(key);
+                    Check.Equal("stored", stored.Value, "read after the pause");
+                    Check.Equal(7UL, stored.FencingToken, "its token");
+                }
+                var never = slow.FencedGetAsync(key, new CancellationToken(true));
+                Check.That(never.IsCanceled, "an already-cancelled token starts nothing");
             }
         }
 
