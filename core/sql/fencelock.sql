@@ -1126,6 +1126,13 @@ DECLARE
   channel text;
   published bigint;
 BEGIN
+  -- if redis.call('EXISTS', queue) == 0 then
+  IF "exists"(queue) = 0 THEN
+    -- redis.call('DEL', lock)
+    PERFORM del(lock);
+    -- return
+    RETURN;
+  END IF;
   -- drop_expired(queue, leases, now_ms())
   PERFORM drop_expired(queue, leases, now_ms());
   -- local prefix = string.match(lock, '^[^{]*')

@@ -60,10 +60,16 @@ local function drop_expired(queue, leases, now)
 end
 "#;
 
-/// Shared helper of RELEASE and LEAVE: hands a freed lock to the first
-/// waiter still listening, or deletes it.
+/// Shared helper of the scripts that free a key (RELEASE, LEAVE, the
+/// semaphore's and the read-write lock's): hands it to the first waiter
+/// still listening, or deletes it, at once when nobody ever queued (the
+/// uncontended release skips the queue upkeep).
 const HAND_OFF: &str = r#"
 local function hand_off(lock, queue, leases, window_ms, counted)
+  if redis.call('EXISTS', queue) == 0 then
+    redis.call('DEL', lock)
+    return
+  end
   drop_expired(queue, leases, now_ms())
   local prefix = string.match(lock, '^[^{]*')
   for _ = 1, 8 do

@@ -288,6 +288,26 @@ async fn an_uncontended_acquire_costs_one_request_per_node() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_release_skips_the_queue_upkeep() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = client(&nodes).await;
+    let uncontended = || options(5_000, 5_000).auto_renew(false);
+    let lock = client.acquire("alone", uncontended()).await.unwrap();
+    lock.release().await.unwrap();
+    let calls = |name: &str| nodes[0].command_calls(name);
+    let before = ["time", "zrangebyscore", "zrange", "exists", "del"].map(calls);
+    for _ in 0..20 {
+        let lock = client.acquire("alone", uncontended()).await.unwrap();
+        lock.release().await.unwrap();
+    }
+    let after = ["time", "zrangebyscore", "zrange", "exists", "del"].map(calls);
+    let ran: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    // Nobody ever queued: each release checks that the queue key is
+    // absent and deletes the lock key, with no clock or queue reads.
+    assert_eq!(ran, [0, 0, 0, 20, 20], "time, zrangebyscore, zrange, exists, del");
+}
+
 /// The SHA1 of every `EVALSHA` a node runs while it watches (`MONITOR` on
 /// its own connection, read on its own thread).
 struct ScriptMonitor {

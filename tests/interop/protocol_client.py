@@ -20,6 +20,10 @@ local function drop_expired(queue, leases, now)
 end
 """
 _HAND_OFF = """local function hand_off(lock, queue, leases, window_ms, counted)
+  if redis.call('EXISTS', queue) == 0 then
+    redis.call('DEL', lock)
+    return
+  end
   drop_expired(queue, leases, now_ms())
   local prefix = string.match(lock, '^[^{]*')
   for _ = 1, 8 do
@@ -390,17 +394,17 @@ return 0
 """,
 }
 SHAS = {  # §3, as printed; checked against the sources at import time
-    "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "728fc2e9ca1269e628d16ea3b5d47c76f54211f7",
-    "LEAVE": "bc238c92905275bfcee4f483ba5a4321ae7c2c96",
+    "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "b72eded995974ad44d1d1af5a83f64189e24dcaa",
+    "LEAVE": "ea1589ea6bcefb0d20f916b1039b90813f547dc6",
     "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
     "ANNOUNCE": "24386894b776be97d7f8edfcf82681b94ef95547",
-    "SEM_ACQUIRE": "d2f3ca3398ecc279635a1004eef9c75243943cd8",
-    "SEM_LEAVE": "7e612e575d498f79084d6bcf2ba4cb21d661f50e",
+    "SEM_ACQUIRE": "0d0bb3fea7ac70aa94a6cdc44f57c3a1311444b5",
+    "SEM_LEAVE": "549a40d5e5365b2e5fa46781bb8a2e6fe731b901",
     "SEM_UNDO": "617c3c8a23c256b557f87659aa1f127b1637bc57",
     "WRITE_ACQUIRE": "5f50b13f5ef60067e42375f9d997d12ad2c30fb0",
     "READ_ACQUIRE": "38dfb4e0986573923ca95de72c34b960b57c4fec",
-    "READ_RELEASE": "52d7796ccee162980e409b5fee8ce37729726069",
+    "READ_RELEASE": "9f54b870669e53b76558fb1f4aa62d0838a0a1e5",
 }
 for _n, _s in SOURCES.items():
     assert hashlib.sha1(_s.encode()).hexdigest() == SHAS[_n], _n
