@@ -149,8 +149,13 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
     let deadline = started + options.wait;
     // A lingering release of this client's is taken back with the waiter
     // id it reserved the key for; a waiter then even with no wait, so that
-    // a refused attempt leaves the queues it entered.
-    let adopted = client.lingers.adopt(&claim);
+    // a refused attempt leaves the queues it entered. Never in fair mode,
+    // which takes no lock ahead of a waiter: the release is handed on.
+    let adopted = if options.fair {
+        None
+    } else {
+        client.lingers.adopt(&claim)
+    };
     let (retake, mut waiter) = match adopted {
         Some(Adopted {
             key,

@@ -242,6 +242,19 @@ async fn fair_mode_never_takes_a_lock_back_ahead_of_a_waiter() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_acquire_does_not_take_back_a_lingering_release_ahead_of_a_waiter() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let a = client(&nodes).await;
+    // The loop's grants are in the default mode, so its release lingers.
+    let (lock, _, waiter) = contended(&nodes, &a, "mixed", false).await;
+    lock.release().await.unwrap();
+    let again = a.try_acquire("mixed", options(0).fair(true)).await.unwrap();
+    assert!(again.is_none(), "a fair acquire took the lock back");
+    let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
+    held.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permit_holder_that_comes_back_takes_its_permit_back() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     let (a, b) = (client(&nodes).await, client(&nodes).await);
