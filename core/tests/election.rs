@@ -15,17 +15,6 @@ fn campaign(ttl: u64, value: &str) -> CampaignOptions {
     CampaignOptions::new(ms(ttl)).value(value)
 }
 
-/// Subscribers of the election's channel on `node`.
-fn observers(node: &RedisNode, name: &str) -> i64 {
-    match node.command(&["PUBSUB", "NUMSUB", &format!("fencelock:leader:{name}")]) {
-        redis::Value::Array(reply) => match reply.get(1) {
-            Some(redis::Value::Int(n)) => *n,
-            other => panic!("unexpected NUMSUB count {other:?}"),
-        },
-        other => panic!("unexpected NUMSUB reply {other:?}"),
-    }
-}
-
 /// The next leader the observation yields, within `limit`.
 async fn next_within(observation: &mut Observation, limit: Duration) -> Option<Leader> {
     tokio::time::timeout(limit, observation.next())
@@ -45,7 +34,9 @@ async fn subscribed_observer(nodes: &[RedisNode], name: &str) -> Observation {
 async fn subscribed_beside(nodes: &[RedisNode], name: &str, others: i64) -> Observation {
     let observation = client(nodes).await.observe(name).unwrap();
     let all = wait_until(ms(5_000), || {
-        nodes.iter().all(|node| observers(node, name) == others + 1)
+        nodes
+            .iter()
+            .all(|node| leader_observers(node, name) == others + 1)
     })
     .await;
     assert!(all, "the observer never subscribed everywhere");
@@ -161,7 +152,7 @@ async fn an_observer_starts_with_the_current_leader_and_survives_a_lost_message(
 
     // The observer's subscription dies and the next leader's message is
     // lost: the observer learns of it at its next read.
-    assert!(wait_until(ms(5_000), || observers(&nodes[0], "current") == 1).await);
+    assert!(wait_until(ms(5_000), || leader_observers(&nodes[0], "current") == 1).await);
     first.resign().await.unwrap();
     nodes[0].command(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     let second = candidate
@@ -212,7 +203,7 @@ async fn observations_end_when_their_client_closes() {
     let idle = client.observe("closing").unwrap();
     // An observation subscribes as soon as it is made: count it in before
     // the second one, or the count could be 1 or 2 when it is looked at.
-    let subscribed = wait_until(ms(5_000), || observers(&nodes[0], "closing") == 1).await;
+    let subscribed = wait_until(ms(5_000), || leader_observers(&nodes[0], "closing") == 1).await;
     assert!(subscribed, "the idle observation never subscribed");
     let waiting = subscribed_beside(&nodes, "closing", 1).await;
     let pending = tokio::spawn(async move {
@@ -228,7 +219,7 @@ async fn observations_end_when_their_client_closes() {
         Ok(None),
         "an observation of a closed client goes on"
     );
-    let unsubscribed = wait_until(ms(2_000), || observers(&nodes[0], "closing") <= 1).await;
+    let unsubscribed = wait_until(ms(2_000), || leader_observers(&nodes[0], "closing") <= 1).await;
     assert!(
         unsubscribed,
         "the closed client's observation kept its subscription"
@@ -274,6 +265,6 @@ async fn closing_a_shared_observation_ends_every_wait() {
         None,
         "a wait after close() yields None at once"
     );
-    let unsubscribed = wait_until(ms(2_000), || observers(&nodes[0], "shared") == 0).await;
+    let unsubscribed = wait_until(ms(2_000), || leader_observers(&nodes[0], "shared") == 0).await;
     assert!(unsubscribed, "close() kept the subscription");
 }

@@ -94,7 +94,7 @@ async fn contended(
 async fn retakes_until_they_run_out(node_count: usize, resource: &str, rival: bool) {
     let nodes = RedisNode::start_many(node_count, &NodeOptions::default());
     let a = client(&nodes).await;
-    let (mut lock, waiter_granted, waiter) = contended(&nodes, &a, resource, false).await;
+    let (lock, waiter_granted, waiter) = contended(&nodes, &a, resource, false).await;
     let stop = Arc::new(AtomicBool::new(false));
     let c = client(&nodes).await;
     let rival = rival.then(|| {
@@ -114,23 +114,7 @@ async fn retakes_until_they_run_out(node_count: usize, resource: &str, rival: bo
         })
     });
     let wakes_before = wakes(&nodes);
-    for retake in 1..=MAX_RETAKES {
-        let token = lock.fencing_token();
-        lock.release().await.unwrap();
-        // Without waiting: the release is on each node's connection ahead
-        // of this attempt, so the key is reserved for it when it lands.
-        lock = a
-            .try_acquire(resource, options(0))
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("re-take {retake} refused"));
-        assert!(lock.fencing_token() > token, "re-take {retake}: tokens must rise");
-        assert!(
-            !waiter_granted.load(Ordering::SeqCst),
-            "the waiter got the lock during re-take {retake}"
-        );
-        tokio::time::sleep(ms(2)).await;
-    }
+    let lock = retake_until_the_last(&a, resource, lock, &waiter_granted).await;
     assert_eq!(wakes(&nodes), wakes_before, "a re-take woke a waiter");
     stop.store(true, Ordering::SeqCst);
     if let Some(rival) = rival {

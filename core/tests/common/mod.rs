@@ -6,6 +6,8 @@ use std::time::Duration;
 use std::time::Instant;
 
 use fencelock::{Client, ClientBuilder, LockOptions, LockStatus};
+// Not every test binary uses every one of these.
+#[allow(unused_imports)]
 pub use fencelock_harness::{FaultProxy, Mode, NodeOptions, RedisNode};
 
 /// Short per-node timeout: every node is on loopback.
@@ -238,4 +240,47 @@ pub fn script_sha(name: &str) -> &'static str {
         .as_str()
         .unwrap_or_else(|| panic!("no SHA1 for script {name} in the vectors"));
     String::leak(sha.to_owned())
+}
+
+/// Subscribers of election `name`'s channel on `node` (a Redis Cluster
+/// node counts its own).
+pub fn leader_observers(node: &RedisNode, name: &str) -> i64 {
+    match node.command(&["PUBSUB", "NUMSUB", &format!("fencelock:leader:{name}")]) {
+        redis::Value::Array(reply) => match reply.get(1) {
+            Some(redis::Value::Int(n)) => *n,
+            other => panic!("unexpected NUMSUB count {other:?}"),
+        },
+        other => panic!("unexpected NUMSUB reply {other:?}"),
+    }
+}
+
+/// `a` releases `lock` and takes `resource` back with a zero-wait attempt,
+/// `fencelock::MAX_RETAKES` times in a row: each re-take is granted, with a
+/// larger token, while `waiter_granted` (the waiter behind it) stays unset.
+/// Returns the last re-take's lock.
+pub async fn retake_until_the_last(
+    a: &Client,
+    resource: &str,
+    mut lock: fencelock::Lock,
+    waiter_granted: &std::sync::atomic::AtomicBool,
+) -> fencelock::Lock {
+    use std::sync::atomic::Ordering;
+    for retake in 1..=fencelock::MAX_RETAKES {
+        let token = lock.fencing_token();
+        lock.release().await.unwrap();
+        // Without waiting: the release is on each node's connection ahead
+        // of this attempt, so the key is reserved for it when it lands.
+        lock = a
+            .try_acquire(resource, LockOptions::new(Duration::from_secs(10)))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("re-take {retake} refused"));
+        assert!(lock.fencing_token() > token, "re-take {retake}: tokens must rise");
+        assert!(
+            !waiter_granted.load(Ordering::SeqCst),
+            "the waiter got the lock during re-take {retake}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    lock
 }
