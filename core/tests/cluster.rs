@@ -13,8 +13,8 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -75,6 +75,16 @@ fn wakes(cluster: &RedisCluster) -> u64 {
         .sum()
 }
 
+/// `waiters` clients queue up behind a holder on the cluster: [`served_in_order`].
+async fn queue_up(cluster: &RedisCluster, resource: &str, waiters: usize, fair: bool) -> Vec<usize> {
+    let mut clients = Vec::new();
+    for _ in 0..=waiters {
+        clients.push(cluster_client(cluster).await);
+    }
+    let holder = clients.remove(0);
+    served_in_order(holder, clients, resource, fair, || queue_len(cluster, resource)).await
+}
+
 /// Puts a waiter of a client that is gone (nobody listens on its channel)
 /// first in `resource`'s line, its place leased for `lease_ms` more.
 fn ghost_first_in_line(cluster: &RedisCluster, resource: &str, lease_ms: u64) {
@@ -94,35 +104,6 @@ fn ghost_first_in_line(cluster: &RedisCluster, resource: &str, lease_ms: u64) {
     let ghost = "ffffffffffffffffffffffffffffffff:1";
     node.command(&["ZADD", &queue, "1", ghost]);
     node.command(&["ZADD", &leases, &(now_ms + lease_ms).to_string(), ghost]);
-}
-
-/// `waiters` clients queue up behind a holder, one after the other, and
-/// each releases as soon as it holds. Returns the order of the grants.
-async fn queue_up(cluster: &RedisCluster, resource: &str, waiters: usize, fair: bool) -> Vec<usize> {
-    let holder = cluster_client(cluster)
-        .await
-        .acquire(resource, options(0))
-        .await
-        .unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for i in 0..waiters {
-        let client = cluster_client(cluster).await;
-        let (order, name) = (order.clone(), resource.to_owned());
-        tasks.push(tokio::spawn(async move {
-            let lock = client.acquire(&name, options(20_000).fair(fair)).await.unwrap();
-            order.lock().unwrap().push(i);
-            tokio::time::sleep(ms(2)).await;
-            lock.release().await.unwrap();
-        }));
-        let queued = wait_until(ms(5_000), || queue_len(cluster, resource) == i + 1).await;
-        assert!(queued, "waiter {i} never entered the queue");
-    }
-    holder.release().await.unwrap();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    order.lock().unwrap().clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,59 +206,14 @@ async fn on_a_cluster_a_dead_waiter_first_in_line_costs_at_most_the_hand_off_win
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_cluster_a_looping_holder_takes_the_lock_back_until_its_retakes_run_out() {
     let cluster = RedisCluster::start(3);
-    let resource = "cl-retake";
-    let a = cluster_client(&cluster).await;
-    // `a` waits behind another holder, and again right after its release
-    // behind a second one: a contended grant asked for right after a
-    // release, whose release may linger.
-    let first = cluster_client(&cluster)
-        .await
-        .acquire(resource, options(0))
-        .await
-        .unwrap();
-    let a_waits = {
-        let a = a.clone();
-        tokio::spawn(async move { a.acquire(resource, options(10_000)).await.unwrap() })
-    };
-    assert!(wait_until(ms(5_000), || queue_len(&cluster, resource) == 1).await);
-    first.release().await.unwrap();
-    let held = a_waits.await.unwrap();
-    let b = cluster_client(&cluster).await;
-    let in_between = tokio::spawn(async move {
-        let lock = b.acquire(resource, options(10_000)).await.unwrap();
-        tokio::time::sleep(ms(50)).await;
-        lock.release().await.unwrap();
-    });
-    assert!(wait_until(ms(5_000), || queue_len(&cluster, resource) == 1).await);
-    held.release().await.unwrap();
-    let lock = a.acquire(resource, options(10_000)).await.unwrap();
-    in_between.await.unwrap();
-    // A third client waits behind `a`.
-    let (granted, c) = (Arc::new(AtomicBool::new(false)), cluster_client(&cluster).await);
-    let flag = granted.clone();
-    let waiter = tokio::spawn(async move {
-        let lock = c.acquire(resource, options(20_000)).await.unwrap();
-        flag.store(true, Ordering::SeqCst);
-        lock
-    });
-    assert!(wait_until(ms(5_000), || queue_len(&cluster, resource) == 1).await);
-    let wakes_before = wakes(&cluster);
-    let lock = retake_until_the_last(&a, resource, lock, &granted).await;
-    assert_eq!(wakes(&cluster), wakes_before, "a re-take woke a waiter");
-    // The last re-take's release hands the lock to the waiter.
-    let released = Instant::now();
-    lock.release().await.unwrap();
-    assert!(
-        a.try_acquire(resource, options(0)).await.unwrap().is_none(),
-        "the holder took the lock back after its re-takes ran out"
-    );
-    let last = waiter.await.unwrap();
-    assert!(
-        released.elapsed() < Duration::from_millis(500),
-        "took {:?}",
-        released.elapsed()
-    );
-    last.release().await.unwrap();
+    let clients = [
+        cluster_client(&cluster).await,
+        cluster_client(&cluster).await,
+        cluster_client(&cluster).await,
+        cluster_client(&cluster).await,
+    ];
+    let one_in_line = || queue_len(&cluster, "cl-retake") == 1;
+    retakes_run_out_then_the_waiter_is_served(clients, "cl-retake", one_in_line, || wakes(&cluster)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

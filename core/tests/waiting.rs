@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -26,34 +26,15 @@ fn script_calls(node: &RedisNode) -> u64 {
     node.command_calls("evalsha") + node.command_calls("eval")
 }
 
-/// `waiters` clients queue up behind a holder, one after the other, and
-/// each releases as soon as it holds. Returns the order of the grants.
+/// `waiters` clients queue up behind a holder: [`served_in_order`] (the
+/// queue counted on the first node).
 async fn queue_up(nodes: &[RedisNode], resource: &str, waiters: usize, fair: bool) -> Vec<usize> {
-    let holder_client = client(nodes).await;
-    let holder = holder_client.acquire(resource, options(10_000, 0)).await.unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for i in 0..waiters {
-        let client = client(nodes).await;
-        let (order, name) = (order.clone(), resource.to_owned());
-        tasks.push(tokio::spawn(async move {
-            let lock = client
-                .acquire(&name, options(10_000, 20_000).fair(fair))
-                .await
-                .unwrap();
-            order.lock().unwrap().push(i);
-            tokio::time::sleep(ms(2)).await;
-            lock.release().await.unwrap();
-        }));
-        // Arrival order: each waiter's first attempt lands before the next starts.
-        let queued = wait_until(ms(5_000), || queue_len(&nodes[0], resource) == i + 1).await;
-        assert!(queued, "waiter {i} never entered the queue");
+    let mut clients = Vec::new();
+    for _ in 0..=waiters {
+        clients.push(client(nodes).await);
     }
-    holder.release().await.unwrap();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    order.lock().unwrap().clone()
+    let holder = clients.remove(0);
+    served_in_order(holder, clients, resource, fair, || queue_len(&nodes[0], resource)).await
 }
 
 fn queue_len(node: &RedisNode, resource: &str) -> usize {

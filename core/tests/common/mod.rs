@@ -284,3 +284,106 @@ pub async fn retake_until_the_last(
     }
     lock
 }
+
+/// Re-takes on one node reached through `clients` (four clients of it, say
+/// of a Redis Cluster or a PostgreSQL node): client `a` waits behind
+/// another holder, and again right after its release behind a second one
+/// (a contended grant asked for right after a release, whose release may
+/// linger); a fourth client waits behind it. Then `a` takes the lock back
+/// [`retake_until_the_last`], with no wake-up sent meanwhile (`wakes`
+/// counts them), and its last release hands the lock to the waiter within
+/// 500 ms. `one_in_line` says whether exactly one waiter is in line.
+pub async fn retakes_run_out_then_the_waiter_is_served(
+    clients: [Client; 4],
+    resource: &str,
+    one_in_line: impl Fn() -> bool,
+    wakes: impl Fn() -> u64,
+) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let options = |wait: u64| LockOptions::new(Duration::from_secs(10)).wait(Duration::from_millis(wait));
+    let queued = || async {
+        assert!(
+            wait_until(Duration::from_secs(10), &one_in_line).await,
+            "nobody in line"
+        )
+    };
+    let [a, first, b, c] = clients;
+    let first = first.acquire(resource, options(0)).await.unwrap();
+    let a_waits = {
+        let (a, name) = (a.clone(), resource.to_owned());
+        tokio::spawn(async move { a.acquire(&name, options(10_000)).await.unwrap() })
+    };
+    queued().await;
+    first.release().await.unwrap();
+    let held = a_waits.await.unwrap();
+    let name = resource.to_owned();
+    let in_between = tokio::spawn(async move {
+        let lock = b.acquire(&name, options(10_000)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        lock.release().await.unwrap();
+    });
+    queued().await;
+    held.release().await.unwrap();
+    let lock = a.acquire(resource, options(10_000)).await.unwrap();
+    in_between.await.unwrap();
+    let granted = Arc::new(AtomicBool::new(false));
+    let (flag, name) = (granted.clone(), resource.to_owned());
+    let waiter = tokio::spawn(async move {
+        let lock = c.acquire(&name, options(20_000)).await.unwrap();
+        flag.store(true, Ordering::SeqCst);
+        lock
+    });
+    queued().await;
+    let wakes_before = wakes();
+    let lock = retake_until_the_last(&a, resource, lock, &granted).await;
+    assert_eq!(wakes(), wakes_before, "a re-take woke a waiter");
+    let released = Instant::now();
+    lock.release().await.unwrap();
+    assert!(
+        a.try_acquire(resource, options(0)).await.unwrap().is_none(),
+        "the holder took the lock back after its re-takes ran out"
+    );
+    let last = waiter.await.unwrap();
+    assert!(
+        released.elapsed() < Duration::from_millis(500),
+        "the waiter was served {:?} after the last release",
+        released.elapsed()
+    );
+    last.release().await.unwrap();
+}
+
+/// The clients after `holder` queue up behind it for `resource`, one after
+/// the other (each once `in_line` counts it), and each releases as soon as
+/// it holds. Returns the order of the grants (indices into `waiters`).
+pub async fn served_in_order(
+    holder: Client,
+    waiters: Vec<Client>,
+    resource: &str,
+    fair: bool,
+    in_line: impl Fn() -> usize,
+) -> Vec<usize> {
+    use std::sync::{Arc, Mutex};
+    let ttl = Duration::from_secs(10);
+    let holder = holder.acquire(resource, LockOptions::new(ttl)).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, client) in waiters.into_iter().enumerate() {
+        let (order, name) = (order.clone(), resource.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let options = LockOptions::new(ttl).wait(Duration::from_secs(20)).fair(fair);
+            let lock = client.acquire(&name, options).await.unwrap();
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            lock.release().await.unwrap();
+        }));
+        // Arrival order: each waiter's first attempt lands before the next starts.
+        let queued = wait_until(Duration::from_secs(10), || in_line() == i + 1).await;
+        assert!(queued, "waiter {i} never entered the queue");
+    }
+    holder.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    order.lock().unwrap().clone()
+}
