@@ -34,6 +34,9 @@ pub(crate) struct Waiter {
     /// and serve a later arrival (protocol.md §4.9), so a client's first
     /// wait asks without queuing until its subscriptions are up.
     queuing: bool,
+    /// Counted in the `waiting` gauge: from the first refusal on, so an
+    /// acquire granted at once (a re-take among them) never shows as waiting.
+    counted: bool,
 }
 
 impl Waiter {
@@ -54,7 +57,6 @@ impl Waiter {
         registration: Registration,
         queuing: bool,
     ) -> Self {
-        client.metrics.waiting(1);
         Waiter {
             registration,
             client: client.clone(),
@@ -65,6 +67,7 @@ impl Waiter {
             split: 0,
             prefer: None,
             queuing,
+            counted: false,
         }
     }
 
@@ -95,6 +98,10 @@ impl Waiter {
 
     /// Takes in what a refused attempt's nodes said.
     pub(crate) fn refused(&mut self, place: Place) {
+        if !self.counted {
+            self.counted = true;
+            self.client.metrics.waiting(1);
+        }
         self.client.wakeups.listen();
         if self.queuing {
             self.entered = place.queued | place.failed | place.pending;
@@ -171,7 +178,9 @@ fn split_pause(split: u32) -> Duration {
 
 impl Drop for Waiter {
     fn drop(&mut self) {
-        self.client.metrics.waiting(-1);
+        if self.counted {
+            self.client.metrics.waiting(-1);
+        }
         if self.entered == 0 {
             return;
         }

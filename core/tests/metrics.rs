@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::*;
@@ -84,4 +86,37 @@ async fn counters_follow_a_scripted_scenario() {
     drop(permit);
     drop(reader);
     assert_eq!(c.metrics().held, 0, "dropped handles are no longer held");
+}
+
+/// The `waiting` gauge counts calls waiting in a queue: an acquire that may
+/// wait but is granted at once (a looping holder's re-take among them)
+/// never shows there, however closely it is watched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_granted_at_once_never_counts_as_waiting() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = client(&nodes).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (client, stop) = (client.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut samples, mut seen_waiting) = (0u64, 0u64);
+            while !stop.load(Ordering::SeqCst) {
+                samples += 1;
+                seen_waiting += u64::from(client.metrics().waiting > 0);
+                tokio::task::yield_now().await;
+            }
+            (samples, seen_waiting)
+        })
+    };
+    for _ in 0..200 {
+        let lock = client.acquire("at-once", options(10_000, 5_000)).await.unwrap();
+        lock.release().await.unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (samples, seen_waiting) = watcher.await.unwrap();
+    assert!(samples > 200, "the watcher hardly ran ({samples} samples)");
+    assert_eq!(
+        seen_waiting, 0,
+        "{seen_waiting} of {samples} samples saw a call waiting"
+    );
 }
