@@ -2,7 +2,7 @@
 
     target/python-venv/bin/python bench/contention/contention.py \
         [--seconds 5] [--workers 8 32] [--holds 0 1] [--nodes 1 5] [--only NAME ...] \
-        [--permits K]
+        [--permits K] [--by-command] [--phases]
 
 With `--permits K` the resource is a counting semaphore of K permits instead
 (fencelock's from Python and Node, redis-semaphore's `Semaphore` on one node
@@ -26,6 +26,13 @@ harness on free loopback ports), one after another. Per row:
 - client CPU per grant (every worker process, user + system);
 - Redis commands per grant (INFO commandstats of every node, commands run
   inside scripts included).
+
+With `--by-command` each row also prints its commands per grant by name;
+with `--phases`, where the time between grants goes: the gaps from a release
+to the next grant, split into re-takes (the same worker: its release and its
+next acquire) and hand-offs, and the nodes' CPU per grant (INFO cpu). With
+several nodes on few cores, a quorum's replies wait for each other's CPU, so
+the Redis CPU a grant costs shows up in its latency.
 
 This is a report, not a test: the targets of issue 17 are printed beside the
 fencelock rows as PASS/MISS. Clocks: CLOCK_MONOTONIC, which every process
@@ -79,10 +86,13 @@ def fencelock_py(retry: float | None, fair: bool = False) -> Callable[[list[str]
         import fencelock
 
         client = fencelock.Client(urls, retry=None if retry is None else (retry, retry))
+        # `fair` only when asked for, so that a build from before the fair
+        # mode runs the default row too (to compare with an older commit).
+        options = {"fair": True} if fair else {}
 
         def acquire(timeout: float) -> Callable[[], None] | None:
             try:
-                lock = client.acquire(resource, ttl=TTL, wait=timeout, fair=fair)
+                lock = client.acquire(resource, ttl=TTL, wait=timeout, **options)
             except fencelock.LockTimeoutError:
                 return None
             return lock.release
@@ -336,18 +346,9 @@ def summarize(
     seconds: float,
     commands: int,
 ) -> Result:
-    grants = sorted(
-        (granted, released, w)
-        for w, samples in enumerate(per_worker)
-        for (_, granted, released) in samples
-        if granted is not None and released is not None
-    )
-    handoffs, retakes = [], 0
-    for (_, released, holder), (granted, _, taker) in itertools.pairwise(grants):
-        if taker == holder:
-            retakes += 1
-        else:
-            handoffs.append((granted - released) * 1000)
+    grants = held(per_worker)
+    retake_gaps, handoff_gaps = gaps(grants)
+    handoffs = [gap * 1000 for gap in handoff_gaps]
     waits = [
         (granted if granted is not None else end_at) - asked
         for samples in per_worker
@@ -363,7 +364,7 @@ def summarize(
         grants_per_s=len(grants) / seconds,
         handoff_p50_ms=percentile(handoffs, 0.5),
         handoff_p99_ms=percentile(handoffs, 0.99),
-        retakes=retakes / max(1, len(grants) - 1),
+        retakes=len(retake_gaps) / max(1, len(grants) - 1),
         longest_wait_s=max(waits, default=0.0),
         min_grants=min(counts),
         max_grants=max(counts),
@@ -372,6 +373,47 @@ def summarize(
         commands_per_grant=commands / total,
         most_holders=max(inside, default=0),
     )
+
+
+def held(per_worker: list[list[Sample]]) -> list[tuple[float, float, int]]:
+    """Every grant that was released, as (granted, released, worker), in order."""
+    return sorted(
+        (granted, released, w)
+        for w, samples in enumerate(per_worker)
+        for (_, granted, released) in samples
+        if granted is not None and released is not None
+    )
+
+
+def gaps(grants: list[tuple[float, float, int]]) -> tuple[list[float], list[float]]:
+    """The seconds from each release to the next grant: re-takes (the same
+    worker took it next), then hand-offs (another worker did)."""
+    retakes, handoffs = [], []
+    for (_, released, holder), (granted, _, taker) in itertools.pairwise(grants):
+        (retakes if taker == holder else handoffs).append(granted - released)
+    return retakes, handoffs
+
+
+def phases(per_worker: list[list[Sample]], seconds: float, redis_cpu: float) -> str:
+    """Where the time between grants goes (`--phases`)."""
+    grants = held(per_worker)
+    parts = [f"Redis CPU {redis_cpu * 1e6 / max(1, len(grants)):.0f} µs per grant"]
+    for name, spent in zip(("re-takes", "hand-offs"), gaps(grants)):
+        if spent:
+            parts.append(
+                f"{name} {len(spent)}: gap p50 {percentile(spent, 0.5) * 1000:.2f} ms, "
+                f"{sum(spent) / seconds:.0%} of the run"
+            )
+    return "    between grants: " + "; ".join(parts)
+
+
+def redis_cpu_seconds(urls: list[str]) -> float:
+    """The CPU the nodes used so far, user + system (INFO cpu)."""
+    total = 0.0
+    for url in urls:
+        cpu = redis.Redis.from_url(url).info("cpu")
+        total += float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+    return total
 
 
 def commands_run(urls: list[str]) -> collections.Counter[str]:
@@ -451,6 +493,11 @@ def main() -> None:
     parser.add_argument(
         "--by-command", action="store_true", help="print each row's commands per grant by name"
     )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="print where each row's time between grants goes, and the nodes' CPU per grant",
+    )
     args = parser.parse_args()
     global PERMITS
     PERMITS = args.permits
@@ -477,9 +524,11 @@ def main() -> None:
                             print(f"{contender.name:<22} (single-node only)")
                             continue
                         before = commands_run(nodes.urls)
+                        redis_before = redis_cpu_seconds(nodes.urls)
                         per_worker, cpu, end_at = run_row(
                             contender, nodes.urls, workers, hold_ms / 1000, args.seconds
                         )
+                        redis_cpu = redis_cpu_seconds(nodes.urls) - redis_before
                         commands = commands_run(nodes.urls)
                         commands.subtract(before)
                         row = summarize(
@@ -500,6 +549,8 @@ def main() -> None:
                         if args.by_command and row.commands_per_grant:
                             grants = commands.total() / row.commands_per_grant
                             print(breakdown(commands, grants), flush=True)
+                        if args.phases:
+                            print(phases(per_worker, args.seconds, redis_cpu), flush=True)
     print(
         "\nhandoff: release -> next grant of another worker; re-takes: the releaser took it next;"
         "\nlongest: the longest single wait; CPU µs and cmds are per grant (cmds include those"

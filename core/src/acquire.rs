@@ -223,7 +223,7 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                     .unwrap_or_else(|| client.retry.delay(retry))
                     .min(deadline - now);
                 retry = retry.saturating_add(1);
-                match &waiter {
+                match &mut waiter {
                     Some(waiter) => waiter.sleep(pause).await,
                     None => tokio::time::sleep(pause).await,
                 }

@@ -11,6 +11,17 @@ use crate::queue::{Entry, Leave, Place, REFRESH_EVERY};
 use crate::shared::ClientShared;
 use crate::wake::Registration;
 
+/// How long a waiter that some nodes handed the lock, but fewer than a
+/// quorum, waits for the others' hand-offs before it tries anyway. Nodes
+/// whose queues differ (a waiter entered or left some of them late) hand
+/// one release to different waiters, none of which can then win on its
+/// reservations alone; sleeping on, each would leave the lock reserved and
+/// unused for the whole hand-off window. The rest of one release's
+/// hand-offs arrive within about a round trip of the first; the grace
+/// leaves room for a loaded machine, far within the window, and a try made
+/// too soon comes back as after a split vote (see [`split_pause`]).
+const SPLIT_HAND_OFF_GRACE: Duration = Duration::from_millis(20);
+
 /// A waiting `acquire`. Dropped (granted, gave up, failed or cancelled),
 /// it leaves every queue it may still be in, in the background.
 pub(crate) struct Waiter {
@@ -37,6 +48,9 @@ pub(crate) struct Waiter {
     /// Counted in the `waiting` gauge: from the first refusal on, so an
     /// acquire granted at once (a re-take among them) never shows as waiting.
     counted: bool,
+    /// The last sleep ended on hand-offs from too few nodes (see
+    /// [`SPLIT_HAND_OFF_GRACE`]).
+    split_hand_off: bool,
 }
 
 impl Waiter {
@@ -68,6 +82,7 @@ impl Waiter {
             prefer: None,
             queuing,
             counted: false,
+            split_hand_off: false,
         }
     }
 
@@ -136,7 +151,13 @@ impl Waiter {
             return Some(Duration::ZERO);
         }
         let refusals = self.place.queued.count_ones() as usize;
-        if self.client.nodes.quorum().reached(refusals) {
+        // A try on a release split between waiters is refused by the nodes
+        // that reserved the lock for the others, who try too: each undo
+        // frees what its waiter was handed, nobody is woken, and the
+        // refusals' `retry_in` is the window of reservations already gone.
+        // So it comes back as after a split vote, once.
+        let split_hand_off = std::mem::take(&mut self.split_hand_off);
+        if self.client.nodes.quorum().reached(refusals) && !split_hand_off {
             self.split = 0;
             return Some(self.place.pause());
         }
@@ -144,9 +165,11 @@ impl Waiter {
         Some(split_pause(self.split))
     }
 
-    /// Sleeps for `pause`, or until a release hands this waiter the lock,
-    /// or (while it polls for want of them) until wake-ups can reach it.
-    pub(crate) async fn sleep(&self, pause: Duration) {
+    /// Sleeps for `pause`, or until a release hands this waiter the lock
+    /// (on a quorum of nodes, or on fewer and no more came within
+    /// [`SPLIT_HAND_OFF_GRACE`]), or (while it polls for want of them)
+    /// until wake-ups can reach it.
+    pub(crate) async fn sleep(&mut self, pause: Duration) {
         let wakeups = &self.client.wakeups;
         let reachable = async {
             if wakeups.listening() {
@@ -154,11 +177,16 @@ impl Waiter {
             }
             wakeups.started_listening().await;
         };
-        tokio::select! {
-            () = self.registration.handed_over() => {}
-            () = reachable => {}
-            () = tokio::time::sleep(pause) => {}
-        }
+        let handed_too_few = async {
+            self.registration.handed_any().await;
+            tokio::time::sleep(SPLIT_HAND_OFF_GRACE).await;
+        };
+        self.split_hand_off = tokio::select! {
+            () = self.registration.handed_over() => false,
+            () = handed_too_few => true,
+            () = reachable => false,
+            () = tokio::time::sleep(pause) => false,
+        };
     }
 }
 

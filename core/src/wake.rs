@@ -59,6 +59,8 @@ struct WakeSlot {
     notify: Notify,
     /// Set with that notification; cleared by each attempt.
     ready: AtomicBool,
+    /// Told at every hand-off, a quorum or not.
+    any: Notify,
     /// The hand-offs since the last attempt: which node, and the key it
     /// named (a lock's own key; for a semaphore, which permit).
     handed: Mutex<Vec<(usize, String)>>,
@@ -119,6 +121,18 @@ impl Registration {
             self.slot.notify.notified().await;
             // A permit stored before the last attempt is stale: check.
             if self.slot.ready.load(Ordering::Acquire) {
+                return;
+            }
+        }
+    }
+
+    /// Resolves once any node handed this waiter the lock since the last
+    /// [`Registration::attempting`] (at once if one did).
+    pub(crate) async fn handed_any(&self) {
+        loop {
+            self.slot.any.notified().await;
+            // A permit stored before the last attempt is stale: check.
+            if !lock(&self.slot.handed).is_empty() {
                 return;
             }
         }
@@ -295,6 +309,7 @@ impl Subscriber {
         if slot.handed_by(self.index, key, self.registry.quorum) {
             slot.notify.notify_one();
         }
+        slot.any.notify_one();
     }
 }
 

@@ -411,3 +411,105 @@ async fn a_waiter_granted_before_a_slow_node_answered_leaves_its_queue_there() {
         "the waiter is still queued on the slow node"
     );
 }
+
+/// A release whose nodes hand the lock to different waiters (their queues
+/// differ: one node has another waiter first, another lost this waiter's
+/// place) leaves no waiter with a quorum of hand-offs. The waiter handed it
+/// by too few nodes tries once a short grace has passed, instead of
+/// sleeping until its next refresh while the reservations sit unused, and
+/// wins with the node where the key was freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_handed_the_lock_by_too_few_nodes_tries_soon() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let (holder_client, waiter_client) = (client(&nodes).await, client(&nodes).await);
+    let holder = holder_client.acquire("split", options(10_000, 0)).await.unwrap();
+    let waiter = tokio::spawn(async move { waiter_client.acquire("split", options(10_000, 8_000)).await });
+    assert!(
+        wait_until(ms(3_000), || nodes
+            .iter()
+            .all(|node| queue_len(node, "split") == 1))
+        .await
+    );
+    // Node 0: a waiter of a live client is first in line, so node 0 hands
+    // the lock to it (its channel has a listener: a plain subscriber here).
+    let (queue, leases) = (
+        format!("{}:queue", lock_key("split")),
+        format!("{}:leases", lock_key("split")),
+    );
+    let other = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee:1";
+    let mut listener = nodes[0].connection();
+    let mut listening = listener.as_pubsub();
+    listening
+        .subscribe(format!("fencelock:wake:{}", &other[..32]))
+        .unwrap();
+    nodes[0].command(&["ZADD", &queue, "0", other]);
+    nodes[0].command(&["ZADD", &leases, "99999999999999", other]);
+    // Node 2: this waiter's place is gone, so the release frees the key there.
+    nodes[2].command(&["DEL", &queue, &leases]);
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let lock = waiter.await.unwrap().expect("the waiter got the lock");
+    let took = released.elapsed();
+    assert_eq!(
+        get(&nodes[0], &lock_key("split")),
+        Some(format!("w:{other}")),
+        "node 0 handed the lock to the other waiter"
+    );
+    // Not at its next refresh (a sixth to a third of the 1 s waiter lease
+    // after its last attempt, just before the release).
+    assert!(took < ms(100), "took {took:?}");
+    lock.release().await.unwrap();
+}
+
+/// Three waiters each handed one release by one node of three (each node
+/// has another first in line): each tries after the grace, is refused by
+/// the two nodes reserved for the others, and undoes its grant, which
+/// frees its node and wakes nobody. Each comes back as after a split vote,
+/// so one of them wins on the freed nodes at once, not when the
+/// reservations that refused them would have run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_each_handed_one_release_by_one_node_are_served_at_once() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let holder_client = client(&nodes).await;
+    let holder = holder_client.acquire("split3", options(10_000, 0)).await.unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..3 {
+        let waiter_client = client(&nodes).await;
+        waiters.push(tokio::spawn(async move {
+            let lock = waiter_client.acquire("split3", options(10_000, 8_000)).await;
+            let granted = Instant::now();
+            lock.expect("the waiter got the lock").release().await.unwrap();
+            granted
+        }));
+    }
+    assert!(
+        wait_until(ms(3_000), || nodes
+            .iter()
+            .all(|node| queue_len(node, "split3") == 3))
+        .await
+    );
+    let queue = format!("{}:queue", lock_key("split3"));
+    let members = match nodes[0].command(&["ZRANGE", &queue, "0", "-1"]) {
+        redis::Value::Array(members) => members
+            .into_iter()
+            .map(|member| redis::from_redis_value::<String>(member).unwrap())
+            .collect::<Vec<_>>(),
+        other => panic!("unexpected ZRANGE reply {other:?}"),
+    };
+    // Node i puts waiter i first: the release reserves each node for a
+    // different waiter.
+    for (node, member) in nodes.iter().zip(&members) {
+        node.command(&["ZADD", &queue, "0", member]);
+    }
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let mut first = None::<Instant>;
+    for waiter in waiters {
+        let granted = waiter.await.unwrap();
+        first = Some(first.map_or(granted, |earliest| earliest.min(granted)));
+    }
+    let took = first.unwrap() - released;
+    // Not once the reservations that refused the tries would have run out
+    // (the hand-off window, 200 ms).
+    assert!(took < ms(100), "the first waiter was served after {took:?}");
+}

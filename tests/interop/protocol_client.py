@@ -529,8 +529,8 @@ class ProtocolClient:
         return f"{self.prefix}{{{resource}}}"
 
     # §4.9: one subscription per node, started when the client first waits; a waiter is woken
-    # once a quorum of nodes handed it the lock since its last attempt.
-    WINDOW_MS, LEASE_MS = "200", 1000
+    # once a quorum of nodes handed it the lock since its last attempt, or GRACE_S after the first.
+    WINDOW_MS, LEASE_MS, GRACE_S = "200", 1000, 0.02
 
     def _listen(self):
         with self._wake_lock:
@@ -551,6 +551,16 @@ class ProtocolClient:
                 slot[0].add(node)
                 if len(slot[0]) >= self.q:
                     slot[1].set()
+                elif len(slot[0]) == 1:
+                    grace = threading.Timer(self.GRACE_S, self._grace_over, (waiter, slot[0]))
+                    grace.daemon = True
+                    grace.start()
+
+    def _grace_over(self, waiter, handed):
+        with self._wake_lock:
+            slot = self._waiting.get(waiter)
+            if slot is not None and slot[0] is handed:  # no attempt since
+                slot[1].set()
 
     def margin(self, ttl_ms):  # §4.1, in ms
         return ttl_ms * self.drift + 2
@@ -708,7 +718,7 @@ class ProtocolClient:
         try:
             while True:
                 with self._wake_lock:
-                    self._waiting[waiter][0].clear()
+                    self._waiting[waiter] = (set(), woken)
                     woken.clear()
                 lock, failure = self._attempt(claim, ttl_ms, waiter, ticket, fair)
                 if lock is not None:
