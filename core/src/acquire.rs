@@ -224,7 +224,7 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                     .min(deadline - now);
                 retry = retry.saturating_add(1);
                 match &mut waiter {
-                    Some(waiter) => waiter.sleep(pause).await,
+                    Some(waiter) => waiter.sleep(pause, options.fair).await,
                     None => tokio::time::sleep(pause).await,
                 }
             }

@@ -166,10 +166,10 @@ impl Waiter {
     }
 
     /// Sleeps for `pause`, or until a release hands this waiter the lock
-    /// (on a quorum of nodes, or on fewer and no more came within
-    /// [`SPLIT_HAND_OFF_GRACE`]), or (while it polls for want of them)
-    /// until wake-ups can reach it.
-    pub(crate) async fn sleep(&mut self, pause: Duration) {
+    /// (on a quorum of nodes, or, unless `fair`, on fewer and no more came
+    /// within [`SPLIT_HAND_OFF_GRACE`]), or (while it polls for want of
+    /// them) until wake-ups can reach it.
+    pub(crate) async fn sleep(&mut self, pause: Duration, fair: bool) {
         let wakeups = &self.client.wakeups;
         let reachable = async {
             if wakeups.listening() {
@@ -178,6 +178,13 @@ impl Waiter {
             wakeups.started_listening().await;
         };
         let handed_too_few = async {
+            if fair {
+                // A node that refuses a free lock in fair mode tells its own
+                // first waiter, which is then first on that node alone: a
+                // try of its own would be refused by the others and wake
+                // their first waiters in turn (docs/performance.md).
+                std::future::pending::<()>().await;
+            }
             self.registration.handed_any().await;
             tokio::time::sleep(SPLIT_HAND_OFF_GRACE).await;
         };

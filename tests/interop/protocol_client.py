@@ -529,7 +529,8 @@ class ProtocolClient:
         return f"{self.prefix}{{{resource}}}"
 
     # §4.9: one subscription per node, started when the client first waits; a waiter is woken
-    # once a quorum of nodes handed it the lock since its last attempt, or GRACE_S after the first.
+    # once a quorum of nodes handed it the lock since its last attempt, or (not fair) GRACE_S after
+    # the first.
     WINDOW_MS, LEASE_MS, GRACE_S = "200", 1000, 0.02
 
     def _listen(self):
@@ -551,7 +552,7 @@ class ProtocolClient:
                 slot[0].add(node)
                 if len(slot[0]) >= self.q:
                     slot[1].set()
-                elif len(slot[0]) == 1:
+                elif len(slot[0]) == 1 and not slot[2]:
                     grace = threading.Timer(self.GRACE_S, self._grace_over, (waiter, slot[0]))
                     grace.daemon = True
                     grace.start()
@@ -713,12 +714,12 @@ class ProtocolClient:
         self._listen()
         waiter, woken, ticket, n = f"{self.client_id}:{next(self._seq)}", threading.Event(), 0, 0
         with self._wake_lock:
-            self._waiting[waiter] = (set(), woken)
+            self._waiting[waiter] = (set(), woken, fair)
         deadline, lock, evened = time.monotonic() + wait_ms / 1000, None, False
         try:
             while True:
                 with self._wake_lock:
-                    self._waiting[waiter] = (set(), woken)
+                    self._waiting[waiter] = (set(), woken, fair)
                     woken.clear()
                 lock, failure = self._attempt(claim, ttl_ms, waiter, ticket, fair)
                 if lock is not None:
