@@ -54,7 +54,7 @@ fn owner<'a>(cluster: &'a RedisCluster, key: &str) -> &'a RedisNode {
 }
 
 fn queue_key(resource: &str) -> String {
-    format!("{}:queue", lock_key(resource))
+    queue_keys(resource).0
 }
 
 fn queue_len(cluster: &RedisCluster, resource: &str) -> usize {
@@ -88,11 +88,8 @@ async fn queue_up(cluster: &RedisCluster, resource: &str, waiters: usize, fair: 
 /// Puts a waiter of a client that is gone (nobody listens on its channel)
 /// first in `resource`'s line, with a lease that never runs out.
 fn ghost_first_in_line(cluster: &RedisCluster, resource: &str) {
-    let (queue, leases) = (queue_key(resource), format!("{}:leases", lock_key(resource)));
-    let node = owner(cluster, &queue);
-    let ghost = "ffffffffffffffffffffffffffffffff:1";
-    node.command(&["ZADD", &queue, "1", ghost]);
-    node.command(&["ZADD", &leases, "99999999999999", ghost]);
+    let node = owner(cluster, &queue_key(resource));
+    queue_waiter(node, resource, "ffffffffffffffffffffffffffffffff:1", 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

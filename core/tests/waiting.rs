@@ -38,7 +38,7 @@ async fn queue_up(nodes: &[RedisNode], resource: &str, waiters: usize, fair: boo
 }
 
 fn queue_len(node: &RedisNode, resource: &str) -> usize {
-    match node.command(&["ZCARD", &format!("{}:queue", lock_key(resource))]) {
+    match node.command(&["ZCARD", &queue_keys(resource).0]) {
         redis::Value::Int(n) => n as usize,
         other => panic!("unexpected ZCARD reply {other:?}"),
     }
@@ -175,11 +175,7 @@ async fn a_release_skips_a_waiter_whose_client_is_gone() {
     let holder = holder_client.acquire("ghost", options(10_000, 0)).await.unwrap();
     // A waiter of a client that died (no subscriber) sits first in line
     // with a live lease.
-    let queue = format!("{}:queue", lock_key("ghost"));
-    let leases = format!("{}:leases", lock_key("ghost"));
-    let ghost = "ffffffffffffffffffffffffffffffff:1";
-    nodes[0].command(&["ZADD", &queue, "1", ghost]);
-    nodes[0].command(&["ZADD", &leases, "99999999999999", ghost]);
+    queue_waiter(&nodes[0], "ghost", "ffffffffffffffffffffffffffffffff:1", 1);
     let waiter = tokio::spawn(async move { waiter_client.acquire("ghost", options(10_000, 8_000)).await });
     assert!(wait_until(ms(3_000), || queue_len(&nodes[0], "ghost") == 2).await);
     let released = Instant::now();
@@ -198,11 +194,7 @@ async fn fair_mode_admits_no_newcomer_ahead_of_a_waiter() {
     let client = client(&nodes).await;
     // The lock is free, and a live waiter is first in line (its client
     // between attempts, as after a holder's key expired).
-    let queue = format!("{}:queue", lock_key("nobarge"));
-    let leases = format!("{}:leases", lock_key("nobarge"));
-    let first = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee:1";
-    nodes[0].command(&["ZADD", &queue, "1", first]);
-    nodes[0].command(&["ZADD", &leases, "99999999999999", first]);
+    queue_waiter(&nodes[0], "nobarge", "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee:1", 1);
     let wakes_before = wakes(&nodes[0]);
     let err = client
         .acquire("nobarge", options(5_000, 0).fair(true))
@@ -432,19 +424,15 @@ async fn a_waiter_handed_the_lock_by_too_few_nodes_tries_soon() {
     );
     // Node 0: a waiter of a live client is first in line, so node 0 hands
     // the lock to it (its channel has a listener: a plain subscriber here).
-    let (queue, leases) = (
-        format!("{}:queue", lock_key("split")),
-        format!("{}:leases", lock_key("split")),
-    );
     let other = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee:1";
     let mut listener = nodes[0].connection();
     let mut listening = listener.as_pubsub();
     listening
         .subscribe(format!("fencelock:wake:{}", &other[..32]))
         .unwrap();
-    nodes[0].command(&["ZADD", &queue, "0", other]);
-    nodes[0].command(&["ZADD", &leases, "99999999999999", other]);
+    queue_waiter(&nodes[0], "split", other, 0);
     // Node 2: this waiter's place is gone, so the release frees the key there.
+    let (queue, leases) = queue_keys("split");
     nodes[2].command(&["DEL", &queue, &leases]);
     let released = Instant::now();
     holder.release().await.unwrap();
@@ -488,7 +476,7 @@ async fn waiters_each_handed_one_release_by_one_node_are_served_at_once() {
             .all(|node| queue_len(node, "split3") == 3))
         .await
     );
-    let queue = format!("{}:queue", lock_key("split3"));
+    let (queue, _) = queue_keys("split3");
     let members = match nodes[0].command(&["ZRANGE", &queue, "0", "-1"]) {
         redis::Value::Array(members) => members
             .into_iter()
@@ -503,12 +491,11 @@ async fn waiters_each_handed_one_release_by_one_node_are_served_at_once() {
     }
     let released = Instant::now();
     holder.release().await.unwrap();
-    let mut first = None::<Instant>;
+    let mut granted = Vec::new();
     for waiter in waiters {
-        let granted = waiter.await.unwrap();
-        first = Some(first.map_or(granted, |earliest| earliest.min(granted)));
+        granted.push(waiter.await.unwrap());
     }
-    let took = first.unwrap() - released;
+    let took = granted.into_iter().min().unwrap() - released;
     // Not once the reservations that refused the tries would have run out
     // (the hand-off window, 200 ms).
     assert!(took < ms(100), "the first waiter was served after {took:?}");

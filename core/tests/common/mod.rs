@@ -108,6 +108,22 @@ pub fn lock_key(resource: &str) -> String {
     format!("fencelock:{{{resource}}}")
 }
 
+/// The queue and leases keys of `resource`'s waiters under the default
+/// prefix (docs/protocol.md §2.1).
+pub fn queue_keys(resource: &str) -> (String, String) {
+    let lock = lock_key(resource);
+    (format!("{lock}:queue"), format!("{lock}:leases"))
+}
+
+/// Queues `waiter` on `node` for `resource` behind the protocol's back,
+/// with `ticket` (a real waiter's is at least 1, so 0 puts it first) and a
+/// lease that never runs out.
+pub fn queue_waiter(node: &RedisNode, resource: &str, waiter: &str, ticket: u64) {
+    let (queue, leases) = queue_keys(resource);
+    node.command(&["ZADD", &queue, &ticket.to_string(), waiter]);
+    node.command(&["ZADD", &leases, "99999999999999", waiter]);
+}
+
 /// What a node stores at `key`, as a string (None when absent).
 pub fn get(node: &RedisNode, key: &str) -> Option<String> {
     match node.command(&["GET", key]) {
