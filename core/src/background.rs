@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock};
 use tokio::sync::Notify;
 
 /// Counts clean-ups still running.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Background {
     running: AtomicUsize,
     idle: Notify,
@@ -20,8 +20,27 @@ pub(crate) struct Background {
 /// Every client's clean-ups together, for [`crate::settle`].
 static EVERY_CLIENT: LazyLock<Arc<Background>> = LazyLock::new(Arc::default);
 
+/// Tasks on the internal runtime whose caller stopped waiting, until the
+/// runtime has dropped them (which starts their clean-up, counted by their
+/// client). Which client a task served is not known here, so every
+/// client's settle waits for them all: a teardown takes a moment.
+static ABANDONED: LazyLock<Arc<Background>> = LazyLock::new(Arc::default);
+
+/// Counts an abandoned task until the returned guard is dropped, once the
+/// task is gone.
+pub(crate) fn abandoned() -> Running {
+    ABANDONED.start()
+}
+
+/// Resolves once every abandoned task is gone, and so its clean-up, if
+/// any, is counted by its client.
+pub(crate) async fn abandoned_gone() {
+    ABANDONED.idle().await;
+}
+
 /// One running clean-up: held by its task, so the counts fall when the task
 /// ends, is aborted, or is dropped with its runtime.
+#[derive(Debug)]
 pub(crate) struct Running {
     client: Arc<Background>,
 }

@@ -5,9 +5,11 @@
 //! [`ErrorKind::Cancelled`].
 
 use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 
+use crate::background::{self, Running};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Cancels the operations it runs ([`Canceller::run`]), from any thread.
@@ -15,6 +17,23 @@ use crate::error::{Error, ErrorKind, Result};
 #[derive(Clone, Debug, Default)]
 pub struct Canceller {
     token: CancellationToken,
+    runs: Arc<Mutex<Runs>>,
+}
+
+/// The operations running under a canceller, and once it is raised, the
+/// teardown they owe: the caller who raised it has its answer already,
+/// while each operation is dropped (and its undo started) only when its
+/// task next runs. `settle` waits for that teardown.
+#[derive(Debug, Default)]
+struct Runs {
+    running: usize,
+    teardown: Option<Running>,
+}
+
+impl Runs {
+    fn lock(runs: &Mutex<Runs>) -> MutexGuard<'_, Runs> {
+        runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl Canceller {
@@ -25,6 +44,11 @@ impl Canceller {
 
     /// Stops every operation this canceller runs, now and later. Idempotent.
     pub fn cancel(&self) {
+        let mut runs = Runs::lock(&self.runs);
+        if runs.running > 0 && runs.teardown.is_none() {
+            runs.teardown = Some(background::abandoned());
+        }
+        drop(runs);
         self.token.cancel();
     }
 
@@ -39,18 +63,37 @@ impl Canceller {
     /// [`ErrorKind::Cancelled`]. A canceller raised before the call cancels
     /// at once; an operation that has ended keeps its outcome.
     pub async fn run<F: Future>(&self, operation: F) -> Result<F::Output> {
-        self.token
-            .run_until_cancelled(operation)
-            .await
-            .ok_or_else(|| Error::new(ErrorKind::Cancelled, "the operation was cancelled"))
+        let _running = RunGuard::enter(&self.runs);
+        // A statement, so the operation is dropped before the guard is.
+        let outcome = self.token.run_until_cancelled(operation).await;
+        outcome.ok_or_else(|| Error::new(ErrorKind::Cancelled, "the operation was cancelled"))
     }
 
     /// A guard that raises this canceller when dropped: for a caller whose
     /// wait may be interrupted (a panic, a signal) and who gives up on the
     /// operation by leaving the scope.
     pub fn cancel_on_drop(self) -> CancelOnDrop {
-        CancelOnDrop {
-            _guard: self.token.drop_guard(),
+        CancelOnDrop { canceller: self }
+    }
+}
+
+/// One [`Canceller::run`] under way; when the last one of a raised
+/// canceller ends, its operations are gone and their teardown is done.
+struct RunGuard<'a>(&'a Mutex<Runs>);
+
+impl<'a> RunGuard<'a> {
+    fn enter(runs: &'a Mutex<Runs>) -> Self {
+        Runs::lock(runs).running += 1;
+        RunGuard(runs)
+    }
+}
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        let mut runs = Runs::lock(self.0);
+        runs.running -= 1;
+        if runs.running == 0 {
+            runs.teardown = None;
         }
     }
 }
@@ -59,7 +102,13 @@ impl Canceller {
 #[derive(Debug)]
 #[must_use = "dropping the guard cancels at once"]
 pub struct CancelOnDrop {
-    _guard: DropGuard,
+    canceller: Canceller,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.canceller.cancel();
+    }
 }
 
 #[cfg(test)]

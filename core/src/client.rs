@@ -208,13 +208,17 @@ impl Client {
     /// it) of each acquire attempt that was cancelled or failed, and the
     /// part of each release still on its way to slower nodes. Each is
     /// bounded by the connect timeout (for a node reconnecting) plus the
-    /// per-node timeout.
+    /// per-node timeout. A call dropped by a caller off any tokio runtime
+    /// is torn down on the internal runtime a moment later
+    /// ([`crate::on_runtime`]): that teardown, and the undo it starts, are
+    /// waited for too.
     ///
     /// Call it before the process exits, under a time limit of your own:
     /// background work dies with the process, and an undo never sent leaves
     /// the attempt's key blocking the resource until its ttl. Locks handed
     /// out are not waited for: release them.
     pub async fn settle(&self) {
+        crate::background::abandoned_gone().await;
         self.shared.nodes.background.idle().await;
     }
 

@@ -113,6 +113,7 @@ pub use observe::{Leader, Observation};
 pub use options::{LockOptions, MAX_TTL, MAX_WAIT, MIN_TTL};
 pub use runtime::{
     DEFAULT_WORKER_THREADS, MAX_WORKER_THREADS, WORKER_THREADS_ENV, block_on, handle as runtime_handle,
+    on_runtime,
 };
 pub use rw_lock::RwLock;
 pub use scripts::PROTOCOL_VERSION;

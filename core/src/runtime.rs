@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use tokio::runtime::{Handle, Runtime};
+use tokio::task::JoinHandle;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -178,25 +179,34 @@ where
     if Handle::try_current().is_ok() {
         return Ok(future.await);
     }
-    on_core(future).await
+    on_runtime(future).await
 }
 
-/// Runs `future` on the internal runtime and awaits it from any executor.
-/// Dropping the returned future aborts the task.
-pub(crate) async fn on_core<F>(future: F) -> Result<F::Output>
+/// Runs `future` on the internal runtime and awaits it from any executor
+/// (a front's own threads, another async runtime).
+///
+/// Dropping the returned future aborts the task; the task is then dropped
+/// on the internal runtime a moment later, which starts the undo of what it
+/// had begun (an acquire leaves its queue, a grant nobody read is
+/// released). [`crate::Client::settle`] and [`crate::settle`] wait for that
+/// teardown too. A task that panics ends with [`ErrorKind::Internal`]; one
+/// cut short by the runtime shutting down, with [`ErrorKind::Closed`].
+pub async fn on_runtime<F>(future: F) -> Result<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let task = AbortOnDrop(handle()?.spawn(future));
+    let task = AbortOnDrop(Some(handle()?.spawn(future)));
     task.join().await
 }
 
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+/// Aborts its task when dropped before the task ended.
+struct AbortOnDrop<T: Send + 'static>(Option<JoinHandle<T>>);
 
-impl<T> AbortOnDrop<T> {
+impl<T: Send + 'static> AbortOnDrop<T> {
     async fn join(mut self) -> Result<T> {
-        (&mut self.0).await.map_err(|e| {
+        let task = self.0.as_mut().expect("joined once");
+        let output = task.await.map_err(|e| {
             if e.is_panic() {
                 Error::panicked("an internal fencelock task")
             } else {
@@ -206,13 +216,27 @@ impl<T> AbortOnDrop<T> {
                     "fencelock's runtime shut down during the operation",
                 )
             }
-        })
+        });
+        self.0 = None;
+        output
     }
 }
 
-impl<T> Drop for AbortOnDrop<T> {
+impl<T: Send + 'static> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
-        self.0.abort();
+        let Some(task) = self.0.take() else { return };
+        task.abort();
+        // The abort takes effect when the runtime next gets to the task: a
+        // settle from now on waits until it has (and so until the task's
+        // own clean-up is counted).
+        let teardown = crate::background::abandoned();
+        if let Ok(runtime) = handle() {
+            runtime.spawn(async move {
+                // A finished task's output (say, a grant) is dropped here.
+                let _ = task.await;
+                drop(teardown);
+            });
+        }
     }
 }
 

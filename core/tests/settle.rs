@@ -3,8 +3,12 @@
 
 mod common;
 
+use std::future::Future;
+use std::task::{Context, Waker};
+use std::time::Instant;
+
 use common::*;
-use fencelock::LockOptions;
+use fencelock::{Canceller, Client, LockOptions};
 use fencelock_harness::{FaultProxy, Mode};
 
 /// The attempt's key is on the node and its granting reply is 200 ms away
@@ -46,4 +50,85 @@ async fn settle_returns_once_a_cancelled_attempt_is_undone() {
     tokio::time::timeout(ms(1000), client.settle())
         .await
         .expect("settle with nothing to wait for");
+}
+
+/// A caller off any tokio runtime stops waiting for an acquire (drops it),
+/// then asks the client to settle: the attempt is torn down on the core's
+/// runtime a moment later, and `settle` must wait for that and for the
+/// clean-up it starts (leaving the queue), not return before either began
+/// (the JVM front's cancelled-wait test found this).
+#[test]
+fn settle_waits_for_a_dropped_acquire_to_leave_the_queue() {
+    let still_queued = still_queued_after_settle(
+        "dropped",
+        |client, resource, options| {
+            let (client, resource) = (client.clone(), resource.to_owned());
+            let mut waiting = Box::pin(async move { client.acquire(&resource, options).await });
+            let mut context = Context::from_waker(Waker::noop());
+            assert!(waiting.as_mut().poll(&mut context).is_pending());
+            waiting
+        },
+        drop,
+    );
+    assert!(
+        !still_queued,
+        "settle returned while the dropped waiter was still queued"
+    );
+}
+
+/// The same through a `Canceller`, as the Python, Node, .NET and C fronts
+/// cancel: the front's caller has its answer (cancelled) at once, the
+/// operation is dropped on the core's runtime a moment later.
+#[test]
+fn settle_waits_for_a_cancelled_acquire_to_leave_the_queue() {
+    let still_queued = still_queued_after_settle(
+        "cancelled",
+        |client, resource, options| {
+            let canceller = Canceller::new();
+            let (client, resource, cancelled) = (client.clone(), resource.to_owned(), canceller.clone());
+            fencelock::runtime_handle()
+                .unwrap()
+                .spawn(async move { cancelled.run(client.acquire(&resource, options)).await });
+            canceller
+        },
+        |canceller| canceller.cancel(),
+    );
+    assert!(
+        !still_queued,
+        "settle returned while the cancelled waiter was still queued"
+    );
+}
+
+/// Whether a waiter is still queued right after `settle`: `start` begins a
+/// wait behind a holder, off any tokio runtime; once it is queued, the
+/// core's runtime is made busy for a while (so whatever the attempt does
+/// next waits for it), `abandon` gives up on the wait, and the client
+/// settles.
+fn still_queued_after_settle<T>(
+    resource: &str,
+    start: impl FnOnce(&Client, &str, LockOptions) -> T,
+    abandon: impl FnOnce(T),
+) -> bool {
+    let node = RedisNode::start(&NodeOptions::default());
+    let client = block_off_runtime(builder(std::slice::from_ref(&node)).build()).unwrap();
+    let holder = block_off_runtime(client.acquire(resource, LockOptions::new(ms(30_000)))).unwrap();
+    let waiting = start(&client, resource, LockOptions::new(ms(30_000)).wait(ms(30_000)));
+    let (queue, _) = queue_keys(resource);
+    let queued = || node.command(&["ZCARD", &queue]) == redis::Value::Int(1);
+    let deadline = Instant::now() + ms(3000);
+    while !queued() {
+        assert!(Instant::now() < deadline, "the waiter never queued");
+        std::thread::sleep(ms(5));
+    }
+    let (busy_tx, busy) = std::sync::mpsc::channel();
+    fencelock::runtime_handle().unwrap().spawn(async move {
+        busy_tx.send(()).unwrap();
+        std::thread::sleep(ms(100));
+    });
+    busy.recv().unwrap();
+    abandon(waiting);
+    block_off_runtime(client.settle());
+    let still_queued = queued();
+    block_off_runtime(holder.release()).unwrap();
+    still_queued
 }

@@ -200,7 +200,7 @@ fn a_grant_nobody_read_is_released_not_left_until_its_ttl() {
     use std::task::Context;
 
     let node = RedisNode::start(&NodeOptions::default());
-    let client = block_on(builder(std::slice::from_ref(&node)).build()).unwrap();
+    let client = block_off_runtime(builder(std::slice::from_ref(&node)).build()).unwrap();
     for kind in ["lock", "semaphore", "rw"] {
         let resource = format!("unread-{kind}");
         let options = LockOptions::new(ms(30_000));
@@ -221,7 +221,7 @@ fn a_grant_nobody_read_is_released_not_left_until_its_ttl() {
         std::thread::sleep(ms(300));
         drop(acquire);
         let soon = LockOptions::new(ms(1000)).wait(ms(3000));
-        let again = block_on(async {
+        let again = block_off_runtime(async {
             match kind {
                 "lock" => client.acquire(&resource, soon).await,
                 "semaphore" => semaphore.acquire(soon).await,
@@ -232,25 +232,5 @@ fn a_grant_nobody_read_is_released_not_left_until_its_ttl() {
             again.is_ok(),
             "{kind}: the unread grant still holds the resource (until its 30 s ttl): {again:?}"
         );
-    }
-}
-
-/// Runs `future` to completion on this thread, off any tokio runtime (as a
-/// front's own thread does).
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
-    let mut context = std::task::Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
-            return output;
-        }
-        std::thread::park();
     }
 }

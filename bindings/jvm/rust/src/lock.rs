@@ -138,38 +138,19 @@ impl NativeLock {
     }
 }
 
-/// A task aborted when its waiter goes away.
-pub(crate) struct AbortOnDrop<T>(pub(crate) tokio::task::JoinHandle<T>);
-
-impl<T> AbortOnDrop<T> {
-    /// The task's output; a panic in it is the core's `internal` error.
-    pub(crate) async fn join(mut self) -> fencelock::Result<T> {
-        (&mut self.0).await.map_err(|err| {
-            if err.is_panic() {
-                fencelock::Error::panicked("a fencelock JVM task")
-            } else {
-                fencelock::Error::new(
-                    fencelock::ErrorKind::Closed,
-                    "fencelock's runtime shut down during the operation",
-                )
-            }
-        })
-    }
-}
-
 /// Runs an acquisition on the core's runtime and hands its lock over.
 ///
 /// The lock travels inside the task as an [`Unclaimed`], so that whenever
 /// the caller stops waiting (a cancelled coroutine drops this future), a
 /// grant that already happened is released in the background: the task is
-/// aborted, or its finished output dropped with its handle.
+/// aborted, or its finished output dropped ([`fencelock::on_runtime`]; the
+/// client's `settle` waits for either).
 pub(crate) async fn granted<F>(work: F) -> Result<Option<Arc<NativeLock>>>
 where
     F: Future<Output = fencelock::Result<Option<Lock>>> + Send + 'static,
 {
-    let runtime = fencelock::runtime_handle()?;
-    let task = AbortOnDrop(runtime.spawn(async move { work.await.map(|lock| lock.map(Unclaimed::new)) }));
-    let unclaimed = task.join().await??;
+    let unclaimed =
+        fencelock::on_runtime(async move { work.await.map(|lock| lock.map(Unclaimed::new)) }).await??;
     Ok(unclaimed.map(|lock| NativeLock::handed_over(lock.claim())))
 }
 
@@ -186,12 +167,6 @@ where
         )
         .into()
     })
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 type LostFuture = Pin<Box<dyn Future<Output = LossReason> + Send>>;
@@ -213,8 +188,7 @@ impl NativeLostWatch {
         let lost = self.lost.lock().unwrap_or_else(PoisonError::into_inner).take()?;
         // The core's lost future runs on the core's runtime (uniffi polls
         // from a JVM thread); dropping this future aborts it there.
-        let runtime = fencelock::runtime_handle().ok()?;
-        let reason = AbortOnDrop(runtime.spawn(lost)).join().await.ok()?;
+        let reason = fencelock::on_runtime(lost).await.ok()?;
         Some(reason.name().to_owned())
     }
 }

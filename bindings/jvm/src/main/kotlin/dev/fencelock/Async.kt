@@ -3,16 +3,42 @@ package dev.fencelock
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.Job
 import kotlinx.coroutines.SupervisorJob
+import kotlinx.coroutines.joinAll
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.runBlocking
 import java.util.concurrent.CompletableFuture
+import java.util.concurrent.ConcurrentHashMap
 
 /**
  * Where fencelock runs the coroutines behind its `CompletableFuture`s and lost
  * signals: daemon threads ([Dispatchers.Default]), so nothing here keeps the JVM alive.
  */
 internal val fencelockScope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
+
+/**
+ * Coroutines undoing what a cancelled future had started: the cancelled
+ * coroutine itself until it has dropped its native call (which starts the
+ * core's undo), and the release of a lock that came too late.
+ * [Client.settle] waits for them before the core's own clean-up.
+ */
+private val undoing: MutableSet<Job> = ConcurrentHashMap.newKeySet()
+
+/** Counts [job] among the undoing until it completes. */
+private fun undoing(job: Job) {
+    undoing.add(job)
+    job.invokeOnCompletion { undoing.remove(job) }
+}
+
+/** Suspends until no undo is under way (one may start another: loop). */
+internal suspend fun undone() {
+    while (true) {
+        val jobs = undoing.toList()
+        if (jobs.isEmpty()) return
+        jobs.joinAll()
+    }
+}
 
 /**
  * Runs [block] as a `CompletableFuture`. Cancelling the future cancels the
@@ -32,7 +58,13 @@ internal fun <T> futureOf(unclaimed: (T) -> Unit = {}, block: suspend () -> T): 
             future.completeExceptionally(e)
         }
     }
-    future.whenComplete { _, _ -> if (future.isCancelled) job.cancel() }
+    future.whenComplete { _, _ ->
+        if (future.isCancelled) {
+            // The future is done now; the coroutine's teardown comes later.
+            undoing(job)
+            job.cancel()
+        }
+    }
     return future
 }
 
@@ -41,5 +73,5 @@ internal fun <T> blocking(block: suspend () -> T): T = runBlocking { block() }
 
 /** Releases a lock nobody will receive, in the background. */
 internal fun releaseUnclaimed(lock: Lock?) {
-    if (lock != null) fencelockScope.launch { runCatching { lock.release() } }
+    if (lock != null) undoing(fencelockScope.launch { runCatching { lock.release() } })
 }

@@ -247,7 +247,10 @@ class Client @JvmOverloads constructor(nodes: List<String>, options: ClientOptio
      * cancelled acquisitions, releases on their way to slow nodes) has
      * finished: call it, under a time limit, before the process exits.
      */
-    suspend fun settle() = native.settle()
+    suspend fun settle() {
+        undone()
+        native.settle()
+    }
 
     /** [settle], blocking the calling thread. */
     fun settleBlocking() = blocking { settle() }

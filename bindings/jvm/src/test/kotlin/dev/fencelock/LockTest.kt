@@ -154,6 +154,25 @@ class LockTest {
     }
 
     @Test
+    fun settleWaitsForACancelledFutureToLeaveTheQueue() = runBlocking<Unit> {
+        // Cancelling a future completes it at once; its coroutine drops the
+        // native call later, and the core's undo starts after that: a settle
+        // right after the cancel waits for both.
+        val resource = unique("settle-cancelled")
+        val holder = client.acquire(resource, ttl = Duration.ofSeconds(5))
+        repeat(10) { round ->
+            val future = other.acquireAsync(resource, Duration.ofSeconds(30), Duration.ofSeconds(30))
+            withTimeout(3000) {
+                while (nodes.call(0, "ZCARD fencelock:{$resource}:queue") != "1") delay(5)
+            }
+            assertTrue(future.cancel(true))
+            other.settle()
+            assertEquals("0", nodes.call(0, "ZCARD fencelock:{$resource}:queue"), "round $round: still queued after settle")
+        }
+        holder.release()
+    }
+
+    @Test
     fun aGrantRacingACancellationIsReleased() = runBlocking<Unit> {
         // Cancel waits at many moments around the grant: whatever the timing,
         // the resource ends up free (a lock granted to nobody is released).
