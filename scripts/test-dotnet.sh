@@ -11,8 +11,10 @@ source scripts/ensure-deps.sh
 source bindings/dotnet/mono.sh
 dotnet_ensure_tools mcs mono
 
-# The same command as the other scripts, so cargo reuses one feature set.
-cargo build -p fencelock-ffi -p fencelock-harness --bin redis-nodes
+# The same packages as the C tests, so cargo reuses one feature set; --lib
+# too, for without it --bin narrows the build to redis-nodes and a stale
+# libfencelock.so would be tested.
+cargo build -p fencelock-ffi -p fencelock-harness --lib --bin redis-nodes
 
 out=target/dotnet
 mkdir -p "$out"

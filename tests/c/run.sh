@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 
-cargo build -q -p fencelock-ffi -p fencelock-harness --bin redis-nodes
+cargo build -q -p fencelock-ffi -p fencelock-harness --lib --bin redis-nodes
 export FENCELOCK_REDIS_NODES="$root/target/debug/redis-nodes"
 export FENCELOCK_VECTORS="$root/tests/vectors/protocol.json"
 
