@@ -26,7 +26,7 @@ internal val fencelockScope = CoroutineScope(SupervisorJob() + Dispatchers.Defau
 private val undoing: MutableSet<Job> = ConcurrentHashMap.newKeySet()
 
 /** Counts [job] among the undoing until it completes. */
-private fun undoing(job: Job) {
+private fun trackUndo(job: Job) {
     undoing.add(job)
     job.invokeOnCompletion { undoing.remove(job) }
 }
@@ -61,7 +61,7 @@ internal fun <T> futureOf(unclaimed: (T) -> Unit = {}, block: suspend () -> T): 
     future.whenComplete { _, _ ->
         if (future.isCancelled) {
             // The future is done now; the coroutine's teardown comes later.
-            undoing(job)
+            trackUndo(job)
             job.cancel()
         }
     }
@@ -73,5 +73,5 @@ internal fun <T> blocking(block: suspend () -> T): T = runBlocking { block() }
 
 /** Releases a lock nobody will receive, in the background. */
 internal fun releaseUnclaimed(lock: Lock?) {
-    if (lock != null) undoing(fencelockScope.launch { runCatching { lock.release() } })
+    if (lock != null) trackUndo(fencelockScope.launch { runCatching { lock.release() } })
 }
