@@ -14,7 +14,7 @@ need target/dotnet/FenceLock.dll scripts/test-dotnet.sh
 need bindings/jvm/target/classpath.txt scripts/test-jvm.sh
 need bindings/go/lib/include/fencelock.h scripts/test-go.sh
 
-cargo build -q -p fencelock-ffi -p fencelock-harness --bin redis-nodes
+cargo build -q -p fencelock-ffi -p fencelock-harness --lib --bin redis-nodes
 cargo build -q -p fencelock-cli
 cargo build -q -p fencelock-demo
 cargo build -q -p fencelock --example inventory
