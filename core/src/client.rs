@@ -209,9 +209,10 @@ impl Client {
     /// part of each release still on its way to slower nodes. Each is
     /// bounded by the connect timeout (for a node reconnecting) plus the
     /// per-node timeout. A call dropped by a caller off any tokio runtime
-    /// is torn down on the internal runtime a moment later
-    /// ([`crate::on_runtime`]): that teardown, and the undo it starts, are
-    /// waited for too.
+    /// ([`crate::on_runtime`]), or stopped by a raised
+    /// [`crate::Canceller`], is torn down on the internal runtime a moment
+    /// after its caller has its answer: that teardown, and the undo it
+    /// starts, are waited for too (those of every client).
     ///
     /// Call it before the process exits, under a time limit of your own:
     /// background work dies with the process, and an undo never sent leaves

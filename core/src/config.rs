@@ -14,7 +14,7 @@ use crate::tls::{TlsMaterial, TlsVersion};
 /// The largest clock-drift factor accepted (10 %).
 pub const MAX_DRIFT_FACTOR: f64 = 0.1;
 
-/// Builds a [`Client`]: one node for a single-node lock, or several
+/// Builds a [`Client`](crate::Client): one node for a single-node lock, or several
 /// independent masters for Redlock.
 ///
 /// ```no_run

@@ -24,7 +24,7 @@ use crate::token::LockToken;
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockStatus {
-    /// Held; [`Lock::remaining`] says for how long without a renewal.
+    /// Held; [`Lock::remaining`](crate::Lock::remaining) says for how long without a renewal.
     Held,
     /// Released by its owner.
     Released,
