@@ -30,6 +30,6 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:print_summary=1 UBSAN_OPTIONS=print
   run_suite "ASan+UBSan" target/c-tests-asan
 
 log=target/c-tests/valgrind.log
-run_suite valgrind target/c-tests valgrind --error-exitcode=1 --leak-check=full \
+run_suite valgrind target/c-tests valgrind --error-exitcode=1 --leak-check=full --fair-sched=yes \
   --suppressions=tests/c/valgrind.supp --log-file="$log"
 grep -E "ERROR SUMMARY|definitely lost|indirectly lost|possibly lost" "$log" | sed 's/^==[0-9]*== /valgrind: /' | sort -u

@@ -80,11 +80,18 @@ fencelock_lock *take(fencelock_client *client, const char *resource, uint64_t tt
   return fencelock_acquire(client, resource, ttl_ms, 0, &lock, NULL) == FENCELOCK_STATUS_OK ? lock : NULL;
 }
 
+/* Copies the error's message into the record, then frees the error. */
+static void keep_message(async_record *record, fencelock_error *error) {
+  const char *message = error != NULL ? fencelock_error_message(error) : NULL;
+  snprintf(record->message, sizeof record->message, "%s", message != NULL ? message : "");
+  fencelock_error_free(error);
+}
+
 void on_acquired(void *user_data, fencelock_status status, fencelock_lock *lock, fencelock_error *error) {
   async_record *record = user_data;
   record->status = status;
   record->lock = lock;
-  fencelock_error_free(error);
+  keep_message(record, error);
   if (record->client != NULL) {
     fencelock_lock *other = NULL;
     record->nested_blocking = fencelock_try_acquire(record->client, record->resource, 1000, &other, NULL);
@@ -101,6 +108,6 @@ void on_acquired(void *user_data, fencelock_status status, fencelock_lock *lock,
 void on_done(void *user_data, fencelock_status status, fencelock_error *error) {
   async_record *record = user_data;
   record->status = status;
-  fencelock_error_free(error);
+  keep_message(record, error);
   atomic_fetch_add(&record->calls, 1);
 }

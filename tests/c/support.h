@@ -86,6 +86,7 @@ typedef struct async_record {
   atomic_int calls;
   fencelock_status status;
   fencelock_lock *lock;
+  char message[512]; /* the error's message, for a failing test to print */
   fencelock_status nested_blocking; /* what a blocking call made from the callback returned */
   fencelock_status nested_release;
   fencelock_status nested_next_event;

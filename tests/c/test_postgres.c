@@ -146,6 +146,7 @@ void test_postgres_waiter_is_served_after_the_release(void) {
   CHECK(atomic_load(&record.calls) == 0); /* it waits while the lock is held */
   CHECK_STATUS(fencelock_lock_release(lock, NULL), FENCELOCK_STATUS_OK);
   CHECK(wait_for(&record.calls, 1, 5000));
+  if (record.status != FENCELOCK_STATUS_OK) fprintf(stderr, "    status %d: %s\n", record.status, record.message);
   CHECK(record.status == FENCELOCK_STATUS_OK && record.lock != NULL);
   uint64_t next = 0;
   CHECK_STATUS(fencelock_lock_fencing_token(record.lock, &next), FENCELOCK_STATUS_OK);

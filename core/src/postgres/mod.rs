@@ -171,12 +171,12 @@ impl PgFactory {
 
     async fn session<T>(&self, tls: T, ended: EndNotice) -> std::result::Result<Client, StoreError>
     where
-        T: MakeTlsConnect<Socket> + Send,
+        T: MakeTlsConnect<Socket> + Send + 'static,
         T::Stream: Send + 'static,
         T::TlsConnect: Send,
         <T::TlsConnect as tokio_postgres::tls::TlsConnect<Socket>>::Future: Send,
     {
-        let (client, connection) = self.config.connect(tls).await?;
+        let (client, connection) = connect_off_the_workers(&self.config, tls).await?;
         // On this runtime: a caller's connection dies with it.
         tokio::spawn(watched(
             Box::pin(async move {
@@ -237,12 +237,12 @@ impl PgFactory {
 
     async fn listen<T>(&self, tls: T, channel: &str) -> std::result::Result<Messages, StoreError>
     where
-        T: MakeTlsConnect<Socket> + Send,
+        T: MakeTlsConnect<Socket> + Send + 'static,
         T::Stream: Send + 'static,
         T::TlsConnect: Send,
         <T::TlsConnect as tokio_postgres::tls::TlsConnect<Socket>>::Future: Send,
     {
-        let (client, mut connection) = self.listen_config.connect(tls).await?;
+        let (client, mut connection) = connect_off_the_workers(&self.listen_config, tls).await?;
         let messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         // The connection is driven by the stream below; queries need it driven too.
@@ -278,6 +278,49 @@ impl PgFactory {
             let _keep = &session;
             payload
         })))
+    }
+}
+
+/// A session's client and the connection that drives it.
+type Connected<T> = (
+    Client,
+    tokio_postgres::Connection<Socket, <T as MakeTlsConnect<Socket>>::Stream>,
+);
+
+/// Connects with `config` on a thread of the runtime's blocking pool, bounded
+/// by the config's connect timeout. SCRAM stretches the password with
+/// thousands of HMAC rounds; on a worker, that would hold up every other
+/// task of the runtime (other clients' renewals and releases) meanwhile.
+async fn connect_off_the_workers<T>(
+    config: &tokio_postgres::Config,
+    tls: T,
+) -> std::result::Result<Connected<T>, StoreError>
+where
+    T: MakeTlsConnect<Socket> + Send + 'static,
+    T::Stream: Send + 'static,
+    T::TlsConnect: Send,
+    <T::TlsConnect as tokio_postgres::tls::TlsConnect<Socket>>::Future: Send,
+{
+    let config = config.clone();
+    // Always set by `session_config`.
+    let limit = config
+        .get_connect_timeout()
+        .copied()
+        .unwrap_or(std::time::Duration::from_secs(10));
+    let runtime = tokio::runtime::Handle::current();
+    let handshake = tokio::task::spawn_blocking(move || {
+        runtime.block_on(tokio::time::timeout(limit, config.connect(tls)))
+    });
+    match handshake.await {
+        Ok(Ok(connected)) => Ok(connected?),
+        Ok(Err(_elapsed)) => Err(StoreError::refused(
+            ErrorKind::Unavailable,
+            format!("no session within the connect timeout ({limit:?}); is the server overloaded?"),
+        )),
+        Err(stopped) => Err(StoreError::refused(
+            ErrorKind::Unavailable,
+            format!("connecting stopped: {stopped}; the runtime is shutting down"),
+        )),
     }
 }
 
@@ -333,5 +376,48 @@ mod tests {
     fn identifiers_are_quoted_whatever_they_hold() {
         assert_eq!(quote_identifier("fencelock"), "\"fencelock\"");
         assert_eq!(quote_identifier("a\"b; DROP"), "\"a\"\"b; DROP\"");
+    }
+    /// Records the thread that runs the handshake (which calls it once the
+    /// socket is connected), then connects without TLS.
+    struct RecordsTheThread(Arc<std::sync::Mutex<Option<std::thread::ThreadId>>>);
+
+    impl MakeTlsConnect<Socket> for RecordsTheThread {
+        type Stream = tokio_postgres::tls::NoTlsStream;
+        type TlsConnect = tokio_postgres::NoTls;
+        type Error = std::io::Error;
+
+        fn make_tls_connect(&mut self, _domain: &str) -> std::io::Result<Self::TlsConnect> {
+            *self.0.lock().unwrap() = Some(std::thread::current().id());
+            Ok(tokio_postgres::NoTls)
+        }
+    }
+
+    #[test]
+    fn the_handshake_runs_off_the_runtimes_worker() {
+        // A listener that never answers: the handshake starts, then the
+        // connect timeout ends it. On a current-thread runtime the worker is
+        // this thread, so a handshake run here would stall every other task.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host("127.0.0.1")
+            .port(listener.local_addr().unwrap().port())
+            .user("fencelock")
+            .connect_timeout(std::time::Duration::from_millis(200));
+        let ran_on = Arc::new(std::sync::Mutex::new(None));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let result = runtime.block_on(connect_off_the_workers(&config, RecordsTheThread(ran_on.clone())));
+
+        let failure = result
+            .err()
+            .expect("a listener that never answers gives no session")
+            .classify();
+        assert_eq!(failure.kind, ErrorKind::Unavailable);
+        assert!(failure.detail.contains("connect timeout"), "{}", failure.detail);
+        let ran_on = ran_on.lock().unwrap().expect("the handshake started");
+        assert_ne!(ran_on, std::thread::current().id());
     }
 }
