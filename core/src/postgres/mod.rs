@@ -315,7 +315,10 @@ where
         Ok(Ok(connected)) => Ok(connected?),
         Ok(Err(_elapsed)) => Err(StoreError::refused(
             ErrorKind::Unavailable,
-            format!("no session within the connect timeout ({limit:?}); is the server overloaded?"),
+            format!(
+                "connecting took longer than the connect timeout ({limit:?}); \
+                 check that the server is up and not overloaded, or raise the connect timeout"
+            ),
         )),
         Err(stopped) => Err(StoreError::refused(
             ErrorKind::Unavailable,
@@ -377,6 +380,7 @@ mod tests {
         assert_eq!(quote_identifier("fencelock"), "\"fencelock\"");
         assert_eq!(quote_identifier("a\"b; DROP"), "\"a\"\"b; DROP\"");
     }
+
     /// Records the thread that runs the handshake (which calls it once the
     /// socket is connected), then connects without TLS.
     struct RecordsTheThread(Arc<std::sync::Mutex<Option<std::thread::ThreadId>>>);
