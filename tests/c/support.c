@@ -23,13 +23,6 @@ const char *unique(const char *name) {
   return out;
 }
 
-/*
- * None of these tests is about node timeouts, and they also run under
- * valgrind on a busy machine: a generous per-node timeout keeps a slow
- * answer from turning "held by another" into "timed out" or "unavailable".
- */
-#define GENEROUS_NODE_TIMEOUT_MS 5000
-
 /* A client with the generous node timeout; `auto_renew` false lets every lock expire at its ttl. */
 fencelock_client *connect_with_renewal(redis_nodes *nodes, bool auto_renew) {
   fencelock_client *client = NULL;

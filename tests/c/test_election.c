@@ -93,7 +93,7 @@ static void campaign_and_follow(redis_nodes *nodes) {
   sleep_ms(200);
   CHECK(atomic_load(&won.calls) == 0); /* still waiting in line */
   CHECK_STATUS(fencelock_lock_release(leadership, NULL), FENCELOCK_STATUS_OK);
-  CHECK(wait_for(&won.calls, 1, 2000));
+  CHECK(wait_for(&won.calls, 1, 10000));
   CHECK(won.status == FENCELOCK_STATUS_OK && won.lock != NULL);
   uint64_t next = 0;
   CHECK_STATUS(fencelock_lock_fencing_token(won.lock, &next), FENCELOCK_STATUS_OK);
@@ -146,13 +146,13 @@ void test_observation_calls_end_when_cancelled_or_freed(void) {
   CHECK_STATUS(fencelock_observation_next_async(observation, on_leader, &cancelled, &operation, NULL),
                FENCELOCK_STATUS_OK);
   CHECK_STATUS(fencelock_operation_cancel(operation), FENCELOCK_STATUS_OK);
-  CHECK(wait_for(&cancelled.calls, 1, 2000));
+  CHECK(wait_for(&cancelled.calls, 1, 10000));
   CHECK(cancelled.status == FENCELOCK_STATUS_CANCELLED && cancelled.epoch == 0);
   fencelock_operation_free(operation);
 
   CHECK_STATUS(fencelock_observation_next_async(observation, on_leader, &freed, NULL, NULL), FENCELOCK_STATUS_OK);
   fencelock_observation_free(observation);
-  CHECK(wait_for(&freed.calls, 1, 2000));
+  CHECK(wait_for(&freed.calls, 1, 10000));
   CHECK(freed.status == FENCELOCK_STATUS_CANCELLED);
   sleep_ms(100);
   CHECK(atomic_load(&freed.calls) == 1 && atomic_load(&cancelled.calls) == 1); /* exactly once */

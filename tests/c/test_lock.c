@@ -80,18 +80,19 @@ void test_contention_in_one_process(void) {
 
 void test_contention_across_processes(void) {
   const char *resource = unique("procs");
+  /* Connected first: under valgrind connecting alone can take a good part of the child's hold. */
+  fencelock_client *client = connect_to(&single);
+  CHECK(client != NULL);
   char command[1024];
-  snprintf(command, sizeof command, "'%s' hold '%s' '%s' 700", self_path, single.urls[0], resource);
+  snprintf(command, sizeof command, "'%s' hold '%s' '%s' 2000", self_path, single.urls[0], resource);
   FILE *child = popen(command, "r");
   CHECK(child != NULL);
   unsigned long long child_token = 0;
   CHECK(fscanf(child, "token %llu", &child_token) == 1);
 
-  fencelock_client *client = connect_to(&single);
-  CHECK(client != NULL);
   fencelock_lock *lock = NULL;
   CHECK_STATUS(fencelock_try_acquire(client, resource, 1000, &lock, NULL), FENCELOCK_STATUS_NOT_ACQUIRED);
-  /* The child releases after 700 ms; waiting up to 10 s must get the lock. */
+  /* The child releases after 2 s; waiting up to 10 s must get the lock. */
   CHECK_STATUS(fencelock_acquire(client, resource, 1000, 10000, &lock, NULL), FENCELOCK_STATUS_OK);
   uint64_t token = 0;
   CHECK_STATUS(fencelock_lock_fencing_token(lock, &token), FENCELOCK_STATUS_OK);
@@ -183,8 +184,9 @@ void test_free_while_renewing_lets_key_expire(void) {
   CHECK(client != NULL);
   const char *resource = unique("free-held");
   fencelock_lock *lock = NULL;
-  CHECK_STATUS(fencelock_acquire(client, resource, 200, 0, &lock, NULL), FENCELOCK_STATUS_OK);
-  sleep_ms(450); /* renewed at least once */
+  /* A 1 s lease, not shorter: renewals a third of it apart stay on time under valgrind. */
+  CHECK_STATUS(fencelock_acquire(client, resource, 1000, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  sleep_ms(1500); /* still there only if renewed */
   CHECK(strcmp(on_lock_key(&single, "EXISTS", resource), "1") == 0);
   fencelock_lock_free(lock);
   int gone = 0;
@@ -317,13 +319,17 @@ void test_fair_option(void) {
 }
 
 /* Per-lock options: auto-renew off, a renewal cap and a hold cap each let a
- * 300 ms lease run out while the lock with defaults keeps being renewed. */
+ * 300 ms lease run out while the lock with defaults keeps being renewed (its
+ * lease is 1 s, so that renewals stay on time under valgrind; the test
+ * sleeps past it). */
 void test_lock_options(void) {
   fencelock_client *client = connect_to(&single);
   CHECK(client != NULL);
   fencelock_lock_options *options = NULL;
-  CHECK_STATUS(fencelock_lock_options_new(300, &options), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_lock_options_new(1000, &options), FENCELOCK_STATUS_OK);
   fencelock_lock *renewed = take_with(client, "opts-default", options);
+  fencelock_lock_options_free(options);
+  CHECK_STATUS(fencelock_lock_options_new(300, &options), FENCELOCK_STATUS_OK);
   CHECK_STATUS(fencelock_lock_options_set_auto_renew(options, false), FENCELOCK_STATUS_OK);
   fencelock_lock *fixed = take_with(client, "opts-fixed", options);
   CHECK_STATUS(fencelock_lock_options_set_auto_renew(options, true), FENCELOCK_STATUS_OK);

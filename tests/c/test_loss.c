@@ -17,7 +17,9 @@ void test_loss_event_pulled(void) {
 
   const char *resource = unique("lost");
   fencelock_lock *lock = NULL;
-  CHECK_STATUS(fencelock_acquire(client, resource, 300, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  /* A 1 s lease: a renewal finds the key gone (DELETED) rather than running
+     late past the lease under valgrind (which would report UNREACHABLE). */
+  CHECK_STATUS(fencelock_acquire(client, resource, 1000, 0, &lock, NULL), FENCELOCK_STATUS_OK);
   uint64_t token = 0;
   CHECK_STATUS(fencelock_lock_fencing_token(lock, &token), FENCELOCK_STATUS_OK);
   CHECK(strcmp(on_lock_key(&single, "DEL", resource), "1") == 0);
@@ -65,12 +67,12 @@ void test_loss_event_callback(void) {
   CHECK_STATUS(fencelock_client_set_event_callback(client, on_event, &record), FENCELOCK_STATUS_OK);
   const char *resource = unique("lost-cb");
   fencelock_lock *lock = NULL;
-  CHECK_STATUS(fencelock_acquire(client, resource, 300, 0, &lock, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_acquire(client, resource, 1000, 0, &lock, NULL), FENCELOCK_STATUS_OK);
   uint64_t token = 0;
   CHECK_STATUS(fencelock_lock_fencing_token(lock, &token), FENCELOCK_STATUS_OK);
   on_lock_key(&single, "DEL", resource);
   CHECK(wait_for(&record.calls, 1, 10000));
-  sleep_ms(400); /* a second call would show up within a few renewal periods */
+  sleep_ms(700); /* a second call would show up within two renewal periods */
   CHECK(atomic_load(&record.calls) == 1);
   CHECK(record.token == token && record.reason == FENCELOCK_LOSS_DELETED);
   CHECK(strcmp(record.resource, resource) == 0);
@@ -133,13 +135,13 @@ void test_lock_lost_callback(void) {
   memset(&late, 0, sizeof late);
   memset(&released, 0, sizeof released);
   const char *resource = unique("lock-lost-cb");
-  fencelock_lock *lock = take(client, resource, 300);
+  fencelock_lock *lock = take(client, resource, 1000);
   CHECK(lock != NULL);
   CHECK_STATUS(fencelock_lock_on_lost(NULL, on_lock_lost, &record, NULL), FENCELOCK_STATUS_NULL_ARGUMENT);
   CHECK_STATUS(fencelock_lock_on_lost(lock, on_lock_lost, &record, NULL), FENCELOCK_STATUS_OK);
   delete_key(resource);
   CHECK(wait_for(&record.calls, 1, 10000));
-  sleep_ms(400); /* a second call would show up within a few renewal periods */
+  sleep_ms(700); /* a second call would show up within two renewal periods */
   CHECK(atomic_load(&record.calls) == 1 && record.reason == FENCELOCK_LOSS_DELETED);
   /* Delivered to the lock's own callback, so not queued for the client (nobody may poll it). */
   fencelock_event event;

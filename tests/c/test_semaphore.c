@@ -305,7 +305,7 @@ void test_semaphore_async_acquire(void) {
   sleep_ms(200);
   CHECK(atomic_load(&woken.calls) == 0); /* waiting in line */
   CHECK_STATUS(fencelock_lock_release(got.lock, NULL), FENCELOCK_STATUS_OK);
-  CHECK(wait_for(&woken.calls, 1, 2000));
+  CHECK(wait_for(&woken.calls, 1, 10000));
   CHECK(woken.status == FENCELOCK_STATUS_OK && permit_of(woken.lock) == 0);
   uint64_t next_token = 0;
   CHECK_STATUS(fencelock_lock_fencing_token(woken.lock, &next_token), FENCELOCK_STATUS_OK);
