@@ -29,7 +29,7 @@ jvm="$root/bindings/jvm"
 echo "== uniffi-bindgen (Kotlin, library mode); the library into the jar's resources"
 # Shared with scripts/package/jvm.sh (bindings/jvm/prepare.sh).
 source "$jvm/prepare.sh"
-jvm_prepare "$target/debug" "$jvm/target"
+jvm_prepare "$target/debug" "$target/debug" "$jvm/target"
 
 echo "== mvn package (Kotlin and Java tests against real Redis nodes, then the jar)"
 rm -rf "$jvm/target/surefire-reports"

@@ -18,6 +18,15 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
   echo "== SKIPPED cargo clippy: clippy is not installed (rustup component add clippy)"
 fi
+echo "== one feature set for every build (workspace-hack)"
+scripts/check-feature-sets.py
+if cargo hakari --version >/dev/null 2>&1; then
+  cargo hakari generate --diff
+  cargo hakari manage-deps --dry-run >/dev/null
+else
+  echo "(cargo-hakari is not installed, so workspace-hack/ was not compared with what it would generate:" \
+    "cargo install --locked cargo-hakari)"
+fi
 echo "== protocol model (spin)"
 scripts/test-model.sh
 echo "== cargo test"

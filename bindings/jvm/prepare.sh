@@ -2,10 +2,12 @@
 # (a debug build, then the tests) and scripts/package/jvm.sh (a release build,
 # then the published jar). Sourced, not run; bash.
 
-# jvm_prepare LIBDIR BUILD [strict]
+# jvm_prepare LIBDIR BINDGENDIR BUILD [strict]
 # Generates the uniffi Kotlin from LIBDIR/libfencelock_jvm.so with
-# LIBDIR/uniffi-bindgen (uniffi's library mode: the bindings always match the
-# library they ship with, so they are generated, not committed) into
+# BINDGENDIR/uniffi-bindgen (uniffi's library mode: the bindings always match
+# the library they ship with, so they are generated, not committed; the
+# generator reads the library's metadata, so a debug generator serves a
+# release library) into
 # BUILD/generated-sources/uniffi, and puts the library without its debug
 # information (a tenth of the size) into BUILD/native/linux-x86-64/, where the
 # jar carries it and JNA's Native.register("fencelock_jvm") (the generated
@@ -13,8 +15,8 @@
 # directory (-Dfencelock.target, bindings/jvm/pom.xml). With "strict" (a
 # package), a missing strip is an error; otherwise the library is copied whole.
 jvm_prepare() {
-  local libdir=$1 build=$2 strict=${3:-}
-  local library="$libdir/libfencelock_jvm.so" bindgen="$libdir/uniffi-bindgen"
+  local libdir=$1 bindgendir=$2 build=$3 strict=${4:-}
+  local library="$libdir/libfencelock_jvm.so" bindgen="$bindgendir/uniffi-bindgen"
   for file in "$library" "$bindgen"; do
     if [ ! -f "$file" ]; then
       echo "jvm: $file is missing: build it first (cargo build -p fencelock-jvm --features cli)" >&2

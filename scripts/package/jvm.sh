@@ -62,13 +62,17 @@ build() {
   [ "$pom_version" = "$FENCELOCK_VERSION" ] \
     || die "bindings/jvm/pom.xml says version $pom_version, Cargo.toml $FENCELOCK_VERSION: make them agree"
 
-  # One cargo command, so that the library and the bindings generator share one build.
-  echo "== cargo build --release -p fencelock-jvm --features cli"
-  cargo build -q --release -p fencelock-jvm --features cli
+  # The library in release; its bindings generator as scripts/test-jvm.sh builds
+  # it (debug, the same features), which CI has built already. A release
+  # generator would compile uniffi's bindgen and its template engine optimized,
+  # minutes on 2 cores, for a program that only reads the library's metadata.
+  echo "== cargo build --release -p fencelock-jvm --lib; the generator: cargo build -p fencelock-jvm --features cli"
+  cargo build -q --release -p fencelock-jvm --lib
+  cargo build -q -p fencelock-jvm --features cli
 
   echo "== uniffi-bindgen (Kotlin) from the release library; the library, stripped, into the jar's resources"
   rm -rf "$build_dir"
-  jvm_prepare "$FENCELOCK_RELEASE_DIR" "$build_dir" strict
+  jvm_prepare "$FENCELOCK_RELEASE_DIR" "${CARGO_TARGET_DIR:-$root/target}/debug" "$build_dir" strict
 
   # The jar without its tests (they run against the installed package in
   # `test`), and the direct runtime dependencies for the published POM.

@@ -1,0 +1,2 @@
+// A build script, so that cargo unifies the build dependencies listed here too.
+fn main() {}
