@@ -12,11 +12,13 @@ profile=${PROFILE:-release}
 lib_dir=${FENCELOCK_LIB_DIR:-}
 if [ -z "$lib_dir" ]; then
   if [ "$profile" = release ]; then
-    cargo build -q --release -p fencelock-ffi
+    source scripts/release-build.sh
+    cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-ffi
+    lib_dir=$FENCELOCK_RELEASE_DIR
   else
     cargo build -q -p fencelock-ffi
+    lib_dir="${CARGO_TARGET_DIR:-target}/debug"
   fi
-  lib_dir="${CARGO_TARGET_DIR:-target}/$profile"
 fi
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 install -d "$prefix/lib/pkgconfig" "$prefix/include"

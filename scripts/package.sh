@@ -23,8 +23,8 @@ mkdir -p "$dist"
 # The C ABI and the CLI in one cargo command, so tokio and redis are built once
 # for both; the C tarball, the .NET and Go packages and the CLI take their
 # files from it.
-echo "== cargo build --release -p fencelock-ffi -p fencelock-cli"
-cargo build -q --release -p fencelock-ffi -p fencelock-cli
+echo "== cargo build --release --target $FENCELOCK_HOST_TARGET -p fencelock-ffi -p fencelock-cli"
+cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-ffi -p fencelock-cli
 for front in "${fronts[@]}"; do
   echo "== package $front"
   "scripts/package/$front.sh" build "$dist"

@@ -29,7 +29,10 @@ echo "== pip install test dependencies"
 "$py" -m pip install -q -r bindings/python/requirements-test.txt
 
 echo "== pip install ./bindings/python (maturin, release build)"
-"$py" -m pip install -q --force-reinstall --no-deps ./bindings/python
+# For the host's triple, as every release build (scripts/release-build.sh).
+source scripts/release-build.sh
+MATURIN_PEP517_ARGS="--target $FENCELOCK_HOST_TARGET" \
+  "$py" -m pip install -q --force-reinstall --no-deps ./bindings/python
 
 echo "== cargo build redis-nodes (test harness)"
 cargo build -q -p fencelock-harness --bin redis-nodes

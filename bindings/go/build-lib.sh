@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds libfencelock.a (cargo build --release -p fencelock-ffi) and places
+# Builds libfencelock.a (cargo build --release -p fencelock-ffi, for the
+# host's target triple as every release build: scripts/release-build.sh) and places
 # it where the Go module links it from, as wasmtime-go and valkey-glide ship
 # theirs: lib/GOOS-GOARCH/libfencelock.a, with the header in
 # lib/include/fencelock.h. Neither is committed (.gitignore). The copy has
@@ -12,11 +13,13 @@ root=$(cd "$module/../.." && pwd)
 profile=${FENCELOCK_GO_LIB_PROFILE:-release}
 cd "$root"
 if [ "$profile" = release ]; then
-  cargo build -q --release -p fencelock-ffi
+  source scripts/release-build.sh
+  cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-ffi
+  target=$FENCELOCK_RELEASE_DIR
 else
   cargo build -q -p fencelock-ffi
+  target=${CARGO_TARGET_DIR:-$root/target}/debug
 fi
-target=${CARGO_TARGET_DIR:-$root/target}/$profile
 platform="$(go env GOOS)-$(go env GOARCH)"
 mkdir -p "$module/lib/$platform" "$module/lib/include"
 # Write beside, then rename: a Go build reading the old copy never sees half a file.

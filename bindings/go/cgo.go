@@ -4,7 +4,7 @@ package fencelock
 // valkey-glide link theirs: a prebuilt static library per platform inside
 // the module (lib/GOOS-GOARCH/libfencelock.a) and the header beside them
 // (lib/include/fencelock.h). build-lib.sh builds and copies both from the
-// repository's target/release; they are not committed. The extra libraries
+// repository's release build; they are not committed. The extra libraries
 // are what the Rust staticlib needs (cargo rustc -p fencelock-ffi --release
 // -- --print native-static-libs).
 

@@ -8,6 +8,7 @@
 // installing its devDependencies, so the CLI is installed here first.
 
 const { spawnSync } = require('node:child_process')
+const fs = require('node:fs')
 const path = require('node:path')
 
 function run(command, args) {
@@ -34,7 +35,36 @@ if (cli === null) {
   if (cli === null) throw new Error('fencelock: @napi-rs/cli is still missing after npm install')
 }
 
+// The addon napi-rs wrote last: fencelock.<platform>.node, here.
+function builtAddon() {
+  const { binaryName } = require('./package.json').napi
+  const built = fs
+    .readdirSync(__dirname)
+    .filter((name) => name.startsWith(`${binaryName}.`) && name.endsWith('.node'))
+    .map((name) => path.join(__dirname, name))
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)
+  if (built.length === 0) throw new Error(`fencelock: the build wrote no ${binaryName}.*.node`)
+  return built[0]
+}
+
+// Strips the release addon of its symbols and debug information (tens of MB)
+// with the system's strip, rather than napi's --strip: that sets RUSTFLAGS,
+// which makes cargo build every crate again, apart from the other release
+// builds of the repository's scripts (scripts/release-build.sh). Windows'
+// linker keeps debug information out of the DLL already.
+function strip(addon) {
+  if (process.platform === 'win32') return
+  const args = process.platform === 'darwin' ? ['-x', addon] : [addon]
+  const result = spawnSync('strip', args, { stdio: 'inherit' })
+  if (result.error || result.status !== 0) {
+    console.log(
+      `fencelock: could not strip ${path.basename(addon)} (is strip installed?); it works unstripped, only larger`,
+    )
+  }
+}
+
 const release = !process.argv.includes('--debug')
 const args = ['build', '--platform', '--js', 'native.js', '--dts', 'native.d.ts', '--no-const-enum']
-if (release) args.push('--release', '--strip')
+if (release) args.push('--release')
 run(process.execPath, [cli, ...args])
+if (release) strip(builtAddon())

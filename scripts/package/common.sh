@@ -4,7 +4,8 @@
 # A recipe is called as `scripts/package/FRONT.sh build DIST` or
 # `scripts/package/FRONT.sh test DIST` from the repository root, with:
 #   FENCELOCK_VERSION      the workspace version (Cargo.toml)
-#   FENCELOCK_RELEASE_DIR  where `cargo build --release` put libfencelock.{so,a} and fencelock
+#   FENCELOCK_RELEASE_DIR  where the release build put libfencelock.{so,a} and fencelock
+#                          (scripts/release-build.sh)
 # and, for `test` only:
 #   FENCELOCK_SANDBOX      an empty directory of its own, removed afterwards
 #   FENCELOCK_REDIS_NODES  the harness binary that starts real redis-server nodes
@@ -15,8 +16,8 @@
 PACKAGE_FRONTS=(c cli python node dotnet jvm go)
 
 FENCELOCK_VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-FENCELOCK_RELEASE_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}/release"
-export FENCELOCK_VERSION FENCELOCK_RELEASE_DIR
+export FENCELOCK_VERSION
+source scripts/release-build.sh
 
 # The absolute path of the packages' directory.
 package_dist() {

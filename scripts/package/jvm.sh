@@ -66,8 +66,8 @@ build() {
   # it (debug, the same features), which CI has built already. A release
   # generator would compile uniffi's bindgen and its template engine optimized,
   # minutes on 2 cores, for a program that only reads the library's metadata.
-  echo "== cargo build --release -p fencelock-jvm --lib; the generator: cargo build -p fencelock-jvm --features cli"
-  cargo build -q --release -p fencelock-jvm --lib
+  echo "== cargo build --release --target $FENCELOCK_HOST_TARGET -p fencelock-jvm --lib; the generator: cargo build -p fencelock-jvm --features cli"
+  cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-jvm --lib
   cargo build -q -p fencelock-jvm --features cli
 
   echo "== uniffi-bindgen (Kotlin) from the release library; the library, stripped, into the jar's resources"

@@ -41,7 +41,7 @@ build() {
     (cd "$pkg" && npm install --ignore-scripts --no-save --no-audit --no-fund >/dev/null) ||
       fail "npm install in bindings/node failed (above); the napi-rs CLI is needed to build the addon"
   fi
-  # `napi build --release --strip` (build.js): writes the addon, and
+  # `napi build --release`, then strip (build.js): writes the addon, and
   # regenerates native.js with this version in its platform-package check.
   (cd "$pkg" && node build.js)
   [ -f "$pkg/$addon" ] || fail "the build wrote no bindings/node/$addon"

@@ -1,0 +1,27 @@
+# Where the scripts' release builds go (sourced, not run): every release
+# build names the host's target triple, as `cargo build --release --target
+# "$FENCELOCK_HOST_TARGET"`, and so writes to $FENCELOCK_RELEASE_DIR.
+#
+# Why: the napi-rs CLI always passes `--target` when it builds the Node
+# addon, and cargo keeps the crates of a `--target` build apart from those of
+# a build without one (target/TRIPLE/release, not target/release). Were the
+# other release builds (the Python extension, the C ABI and the CLI, the Go
+# and JVM libraries) made without it, tokio, redis, rustls and the core would
+# compile twice per test run. For the same reason no release build sets
+# RUSTFLAGS: the Node addon is stripped after its build (bindings/node/build.js).
+#
+#   FENCELOCK_HOST_TARGET  the host's triple (rustc -vV), e.g. x86_64-unknown-linux-gnu
+#   FENCELOCK_RELEASE_DIR  where the release builds' libraries and programs are
+# Both are exported; set already, they are kept (scripts/test-packages.sh
+# runs the package recipes with rustc off the PATH).
+if [ -z "${FENCELOCK_HOST_TARGET:-}" ]; then
+  FENCELOCK_HOST_TARGET=$(rustc -vV | sed -n 's/^host: //p')
+  if [ -z "$FENCELOCK_HOST_TARGET" ]; then
+    echo "could not read the host's target triple from \`rustc -vV\`; is Rust installed?" >&2
+    exit 1
+  fi
+fi
+if [ -z "${FENCELOCK_RELEASE_DIR:-}" ]; then
+  FENCELOCK_RELEASE_DIR=${CARGO_TARGET_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target}/$FENCELOCK_HOST_TARGET/release
+fi
+export FENCELOCK_HOST_TARGET FENCELOCK_RELEASE_DIR
