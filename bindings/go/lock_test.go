@@ -183,12 +183,15 @@ func TestAcquireCancelledByContext(t *testing.T) {
 	}
 	// The waiter leaves the queue in the background (LEAVE; at worst its
 	// place's lease runs out).
-	for deadline := time.Now().Add(3 * time.Second); n.call(t, 0, "ZCARD", queue) != "0"; {
-		if time.Now().After(deadline) {
-			t.Fatal("the cancelled waiter is still queued")
+	leftTheQueue := func(who string) {
+		for deadline := time.Now().Add(3 * time.Second); n.call(t, 0, "ZCARD", queue) != "0"; {
+			if time.Now().After(deadline) {
+				t.Fatalf("the %s waiter is still queued", who)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
+	leftTheQueue("cancelled")
 
 	// A deadline: ErrTimeout and context.DeadlineExceeded.
 	short, stop := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -196,6 +199,7 @@ func TestAcquireCancelledByContext(t *testing.T) {
 	if _, err := waiter.Acquire(short, resource, 5*time.Second); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrTimeout) {
 		t.Fatalf("Acquire past its deadline: %v", err)
 	}
+	leftTheQueue("timed-out")
 	// Already cancelled: nothing starts.
 	if _, err := waiter.Acquire(ctx, resource, 5*time.Second); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire with a cancelled context: %v", err)

@@ -128,7 +128,14 @@ func TestRWLockReadersShareWriterExcludes(t *testing.T) {
 		}
 		wrote <- w
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Waiting: in the node's set of waiting writers.
+	writers := "fencelock:{" + name + "}:rw:writers"
+	for deadline := time.Now().Add(5 * time.Second); n.call(t, 0, "ZCARD", writers) == "0"; {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	select {
 	case <-wrote:
 		t.Fatal("the writer went in beside readers")

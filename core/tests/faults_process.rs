@@ -89,7 +89,9 @@ async fn t05_a_lease_without_renewal_ends_at_its_validity() {
             assert!(lock.is_held(), "n={n}: not held at 400 ms of a 500 ms lease");
             let refused = client.try_acquire(&resource, fixed.clone()).await.unwrap();
             assert!(refused.is_none(), "n={n}: a contender got a held lock");
-            // Poll until the contender wins; it must be after A's validity and by ttl + 50 ms.
+            // Poll until the contender wins; it must be after A's validity and by
+            // ttl + 150 ms (the node expires the key at ttl; the rest is polling
+            // and round trips on a busy machine).
             let contender = loop {
                 if let Ok((lock, _)) =
                     acquire_recorded(&client, &history, "B", &resource, fixed.clone(), ttl).await
@@ -97,8 +99,8 @@ async fn t05_a_lease_without_renewal_ends_at_its_validity() {
                     break lock;
                 }
                 assert!(
-                    acquired.elapsed() < ttl + ms(50),
-                    "n={n}: lock not free {ttl:?} + 50 ms after grant"
+                    acquired.elapsed() < ttl + ms(150),
+                    "n={n}: lock not free {ttl:?} + 150 ms after grant"
                 );
                 tokio::time::sleep(ms(5)).await;
             };

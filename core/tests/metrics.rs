@@ -33,7 +33,7 @@ async fn counters_follow_a_scripted_scenario() {
     // B waits: counted as waiting until A's release hands it the lock.
     let waiting = {
         let b = b.clone();
-        tokio::spawn(async move { b.acquire("m", options(300, 5_000)).await })
+        tokio::spawn(async move { b.acquire("m", options(1_000, 5_000)).await })
     };
     assert!(
         wait_until(ms(5_000), || b.metrics().waiting == 1).await,
@@ -45,7 +45,8 @@ async fn counters_follow_a_scripted_scenario() {
     assert_eq!((ma.released, ma.held), (1, 0));
     assert_eq!((mb.acquired, mb.waiting, mb.held), (1, 0, 1));
 
-    // B's 300 ms lease renews; then its key goes: one loss, deleted.
+    // B's 1 s lease renews (a late renewal would see it expired, not
+    // deleted); then its key goes: one loss, deleted.
     assert!(
         wait_until(ms(3_000), || b.metrics().renewals >= 1).await,
         "no renewal counted"

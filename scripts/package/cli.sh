@@ -31,7 +31,8 @@ test_installed() {
   url=$(sed 's/.*"\(redis:[^"]*\)".*/\1/' <<<"$line")
 
   # (The harness's nodes run without AOF: fencelock's warning about it goes to a file.)
-  FENCELOCK_NODES=$url "$bin" run --ttl 10s package-busy -- sleep 3 2>>"$work/stderr" &
+  # The holder waits: a probe below may take the lock first, for a moment.
+  FENCELOCK_NODES=$url "$bin" run --ttl 10s --wait 10s package-busy -- sleep 3 2>>"$work/stderr" &
   local holder=$!
   busy_code=$(python3 -c 'import json, sys
 kinds = json.load(open(sys.argv[1]))["error_kinds"]

@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
     if (test_failed) failed++;
     else passed++;
   }
-  postgres_stop();
+  if (!postgres_stop()) failed++;
   /* Background clean-up (releases on their way, a node reconnecting) would
      otherwise die with the process. */
   if (fencelock_settle(10000) != FENCELOCK_STATUS_OK) {

@@ -195,8 +195,10 @@ void test_postgres_waiter_is_served_after_the_release(void);
 void test_postgres_stale_fenced_write_is_refused(void);
 void test_postgres_deleted_lease_row_is_a_loss(void);
 void test_postgres_beside_redis_is_a_config_error_without_the_password(void);
-/* Stops the PostgreSQL server if a test started it. */
-void postgres_stop(void);
+/* Frees the PostgreSQL clients and stops the server if a test started it,
+   once the server saw the clients' sessions close; false (after saying so)
+   when they were still open 10 s later. */
+bool postgres_stop(void);
 
 /* ---- helper processes: this program run again with arguments (main.c) --- */
 

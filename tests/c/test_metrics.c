@@ -97,7 +97,7 @@ void test_metrics_follow_a_scripted_scenario(void) {
   /* B waits (async): counted as waiting until A's release hands it the lock. */
   static async_record waiter;
   memset(&waiter, 0, sizeof waiter);
-  CHECK_STATUS(fencelock_acquire_async(b, resource, 600, 10000, on_acquired, &waiter, NULL, NULL),
+  CHECK_STATUS(fencelock_acquire_async(b, resource, 1000, 10000, on_acquired, &waiter, NULL, NULL),
                FENCELOCK_STATUS_OK);
   SNAPSHOT_UNTIL(b, m, m.waiting == 1, 5000);
   CHECK(m.waiting == 1 && m.acquired == 0);
@@ -114,7 +114,7 @@ void test_metrics_follow_a_scripted_scenario(void) {
   CHECK(m.acquired == 1 && m.waiting == 0 && m.held == 1);
   CHECK(failed_only(&m, FENCELOCK_STATUS_NOT_ACQUIRED, 1) && latency_consistent(&m, 2));
 
-  /* B's 600 ms lease renews (every ttl/3); then its key goes: one loss, deleted. */
+  /* B's 1 s lease renews (every ttl/3; a late renewal would see it expired, not deleted); then its key goes: one loss, deleted. */
   SNAPSHOT_UNTIL(b, m, m.renewals >= 1, 5000);
   CHECK(m.renewals >= 1 && m.renewal_failures == 0);
   CHECK(strcmp(on_lock_key(&single, "DEL", resource), "1") == 0);

@@ -358,17 +358,17 @@ void test_rw_reader_lost_while_another_stays(void) {
   const char *name = unique("rw-lost");
   fencelock_lock *doomed = NULL, *kept = NULL;
   char doomed_key[256], kept_key[256];
-  CHECK_STATUS(fencelock_rw_read(client, name, 600, 0, &doomed, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_rw_read(client, name, 1000, 0, &doomed, NULL), FENCELOCK_STATUS_OK);
   CHECK(other_member(on_rw_key(&single, 0, "SMEMBERS", name, "readers"), "", doomed_key, sizeof doomed_key));
-  CHECK_STATUS(fencelock_rw_read(client, name, 600, 0, &kept, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_rw_read(client, name, 1000, 0, &kept, NULL), FENCELOCK_STATUS_OK);
   CHECK(other_member(on_rw_key(&single, 0, "SMEMBERS", name, "readers"), doomed_key, kept_key, sizeof kept_key));
   CHECK(is_reader_key(doomed_key, name) && is_reader_key(kept_key, name));
   static reader_loss record;
   memset(&record, 0, sizeof record);
   CHECK_STATUS(fencelock_lock_on_lost(kept, on_reader_lost, &record, NULL), FENCELOCK_STATUS_OK);
 
-  /* Renewals keep both past their 600 ms ttl. */
-  sleep_ms(1000);
+  /* Renewals keep both past their 1 s ttl. */
+  sleep_ms(1500);
   bool held = false;
   CHECK_STATUS(fencelock_lock_is_held(doomed, &held), FENCELOCK_STATUS_OK);
   CHECK(held);

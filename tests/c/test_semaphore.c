@@ -392,8 +392,8 @@ void test_semaphore_permit_lost(void) {
   CHECK(client != NULL);
   const char *name = unique("sem-lost");
   fencelock_lock *pulled = NULL, *called = NULL;
-  CHECK_STATUS(fencelock_semaphore_acquire(client, name, 2, 600, 0, &pulled, NULL), FENCELOCK_STATUS_OK);
-  CHECK_STATUS(fencelock_semaphore_acquire(client, name, 2, 600, 0, &called, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_semaphore_acquire(client, name, 2, 1000, 0, &pulled, NULL), FENCELOCK_STATUS_OK);
+  CHECK_STATUS(fencelock_semaphore_acquire(client, name, 2, 1000, 0, &called, NULL), FENCELOCK_STATUS_OK);
   static permit_loss record;
   memset(&record, 0, sizeof record);
   CHECK_STATUS(fencelock_lock_on_lost(called, on_permit_lost, &record, NULL), FENCELOCK_STATUS_OK);
@@ -401,8 +401,8 @@ void test_semaphore_permit_lost(void) {
   uint64_t token = 0;
   CHECK_STATUS(fencelock_lock_fencing_token(pulled, &token), FENCELOCK_STATUS_OK);
 
-  /* Renewals keep both past their 600 ms ttl. */
-  sleep_ms(1000);
+  /* Renewals keep both past their 1 s ttl. */
+  sleep_ms(1500);
   bool held = false;
   CHECK_STATUS(fencelock_lock_is_held(pulled, &held), FENCELOCK_STATUS_OK);
   CHECK(held);

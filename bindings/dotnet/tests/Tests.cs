@@ -243,7 +243,9 @@ namespace FenceLock.Tests
             using (var client = new FenceLockClient(single.Urls))
             {
                 var lease = TimeSpan.FromMilliseconds(300);
-                var renewed = await client.AcquireAsync(Unique("opts-default"), new LockOptions(lease));
+                // The renewed lock's lease is 1 s: a renewal late on a busy machine
+                // would end a 300 ms one.
+                var renewed = await client.AcquireAsync(Unique("opts-default"), new LockOptions(TimeSpan.FromSeconds(1)));
                 var ended = new[]
                 {
                     await client.AcquireAsync(Unique("opts-fixed"), new LockOptions(lease) { AutoRenew = false }),
@@ -494,6 +496,11 @@ namespace FenceLock.Tests
                     Check.That(waiting.IsCanceled, "task is cancelled");
                     Check.That(e.CancellationToken == cancel.Token, "carries the caller's token");
                 }
+                // The cancelled waiter leaves the queue in the background; a release
+                // reaching the node before that would hand it the lock until it has.
+                var queue = "fencelock:{" + resource + "}:queue";
+                Check.That(await Check.Eventually(() => single.Call(0, "ZCARD " + queue) == "0", Deadline),
+                    "the cancelled waiter left the queue");
                 await holder.DisposeAsync();
                 // The cancelled acquire left nothing behind: the key is gone and free at once.
                 Check.Equal("0", Exists(single, 0, resource), "no key left");

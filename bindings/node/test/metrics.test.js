@@ -88,7 +88,7 @@ test('counters follow a scripted scenario', async () => {
     assert.deepEqual([m.acquired, m.held, m.acquireLatency.count], [0, 0, 1])
 
     // B waits: counted as waiting until A's release hands it the lock.
-    const waiting = b.acquire(resource, { ttl: 300, wait: 10000 })
+    const waiting = b.acquire(resource, { ttl: 1000, wait: 10000 })
     await eventually(() => b.metrics().waiting === 1, { timeoutMs: 5000 })
     assert.deepEqual([b.metrics().acquired, a.metrics().waiting], [0, 0])
     await held.release()
@@ -97,7 +97,7 @@ test('counters follow a scripted scenario', async () => {
     assert.deepEqual([ma.released, ma.held, ma.acquired], [1, 0, 1])
     assert.deepEqual([mb.acquired, mb.waiting, mb.held, mb.released, mb.acquireLatency.count], [1, 0, 1, 0, 2])
 
-    // B's 300 ms lease renews; then its key is deleted: one loss, deleted.
+    // B's 1 s lease renews (a late renewal would see it expired, not deleted); then its key is deleted: one loss, deleted.
     await eventually(() => b.metrics().renewals >= 1, { timeoutMs: 3000 })
     assert.ok(lock.renewals >= 1)
     const lost = new Promise((resolve) => lock.signal.addEventListener('abort', () => resolve(lock.signal.reason)))

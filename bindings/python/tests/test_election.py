@@ -405,6 +405,8 @@ def test_redlock_campaign_over_three_nodes(urls5: List[str], resource: str) -> N
             assert successor.epoch > leader.epoch
             assert observation.next(timeout=1.0) == Leader(b"next", successor.epoch)
             successor.resign()
+        # A resign returns once a majority answered; settle() waits for the rest.
+        assert fencelock.settle(10)
         assert all(node.exists(lock_key(resource)) == 0 for node in nodes)
     finally:
         for node in nodes:

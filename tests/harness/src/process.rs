@@ -277,13 +277,19 @@ impl RedisNode {
             .arg("commandstats")
             .query(&mut self.connection())
             .expect("INFO commandstats");
-        let prefix = format!("cmdstat_{command}:calls=");
-        info.lines()
-            .find_map(|line| line.strip_prefix(&prefix))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
+        command_calls_in(&info, command)
     }
+}
+
+/// The calls of one command (e.g. `"publish"`) in the text of an
+/// `INFO commandstats` reply; 0 when it was never called.
+pub fn command_calls_in(info: &str, command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 pub(crate) fn signal(child: &Child, sig: libc::c_int) {

@@ -65,7 +65,7 @@ class MetricsTest {
             assertEquals(listOf(0L, 0L, 1L), listOf(m.acquired, m.held, m.acquireLatency.count))
 
             // B waits: counted as waiting until A's release hands it the lock.
-            val waiting = async { b.acquire(resource, ttl = Duration.ofMillis(300), wait = Duration.ofSeconds(10)) }
+            val waiting = async { b.acquire(resource, ttl = Duration.ofSeconds(1), wait = Duration.ofSeconds(10)) }
             eventually("B waits") { b.metrics().waiting == 1L }
             assertEquals(0L, a.metrics().waiting)
             held.release()
@@ -74,7 +74,7 @@ class MetricsTest {
             assertEquals(listOf(1L, 0L, 1L), listOf(ma.released, ma.held, ma.acquired))
             assertEquals(listOf(1L, 0L, 1L, 0L, 2L), listOf(mb.acquired, mb.waiting, mb.held, mb.released, mb.acquireLatency.count))
 
-            // B's 300 ms lease renews; then its key is deleted: one loss, deleted.
+            // B's 1 s lease renews (a late renewal would see it expired, not deleted); then its key is deleted: one loss, deleted.
             eventually("B renews") { b.metrics().renewals >= 1 }
             nodes.call(0, "DEL fencelock:{$resource}")
             assertEquals(LossReason.DELETED, withTimeout(3000) { lock.awaitLost() })

@@ -105,7 +105,13 @@ class QuorumTest {
         assertTrue(r1.isHeld && r2.isHeld, "two readers at once")
         assertNull(other.rwLock(name).tryAcquireWrite(Duration.ofSeconds(5)), "no writer beside readers")
         val writer = async { other.rwLock(name).acquireWrite(ttl = Duration.ofSeconds(5), wait = Duration.ofSeconds(5)) }
-        delay(150)
+        // In line on a majority of the nodes: in their sets of waiting writers.
+        val writers = "fencelock:{$name}:rw:writers"
+        val deadline = System.nanoTime() + Duration.ofSeconds(5).toNanos()
+        while ((0 until 3).count { nodes.call(it, "ZCARD $writers") != "0" } < 2) {
+            assertTrue(System.nanoTime() < deadline, "the writer never queued")
+            delay(5)
+        }
         assertNull(rw.tryAcquireRead(Duration.ofSeconds(5)), "a waiting writer holds later readers back")
         r1.release()
         r2.release()
