@@ -399,29 +399,31 @@ async fn serve(
     );
     let watcher = async {
         loop {
-            if control.changed().await.is_err() {
-                return;
-            }
+            // The proxy going away (its control dropped) closes it too.
+            let gone = control.changed().await.is_err();
             // A stall covers every connection open when it was set, even if
             // the mode changed again before this task looked.
-            losses.stall_if_covered(number, &counters);
-            if must_close(*control.borrow(), &losses) {
+            if !gone {
+                losses.stall_if_covered(number, &counters);
+            }
+            if gone || must_close(*control.borrow(), &losses) {
+                counters.resets.fetch_add(1, Ordering::Relaxed);
                 return;
             }
         }
     };
-    let closed_by_fault = tokio::select! {
-        fault = requests => fault,
-        fault = replies => fault,
-        () = watcher => true,
-    };
-    if closed_by_fault {
-        counters.resets.fetch_add(1, Ordering::Relaxed);
+    // Whichever ends first closes the connection (both halves go with the
+    // other futures). A close by fault was counted before that, so a client
+    // that sees the reset finds it in the stats.
+    tokio::select! {
+        () = requests => {}
+        () = replies => {}
+        () = watcher => {}
     }
 }
 
-/// Copies one direction, chunk by chunk, as [`route`] decides. Returns true
-/// when it stopped because of a fault (rather than a close by either side).
+/// Copies one direction, chunk by chunk, as [`route`] decides, until either
+/// side closes or a fault ends it (counted in `resets` before it returns).
 async fn pump(
     number: u64,
     mut from: OwnedReadHalf,
@@ -430,7 +432,7 @@ async fn pump(
     control: watch::Receiver<Control>,
     losses: Arc<Losses>,
     counters: Arc<Counters>,
-) -> bool {
+) {
     // A queue between reader and writer lets delayed chunks overlap in time
     // (a delay, not a bandwidth limit) while keeping their order.
     let (queue, mut queued) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
@@ -459,7 +461,10 @@ async fn pump(
                     };
                     dropped.fetch_add(n as u64, Ordering::Relaxed);
                 }
-                Route::Close => return true,
+                Route::Close => {
+                    counters.resets.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
             }
         }
     };
@@ -479,9 +484,8 @@ async fn pump(
                 // A clean close: deliver what is still queued first.
                 writer.await;
             }
-            fault
         }
-        () = &mut writer => false,
+        () = &mut writer => {}
     }
 }
 
