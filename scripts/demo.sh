@@ -8,10 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
-cargo build --quiet --release -p fencelock-demo -p fencelock-cli -p fencelock-ffi
+# For the host's triple, as the packages' release build (scripts/release-build.sh).
+source scripts/release-build.sh
+release=$FENCELOCK_RELEASE_DIR
+cargo build --quiet --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-demo -p fencelock-cli -p fencelock-ffi
 if command -v gcc >/dev/null 2>&1; then
-  gcc -std=c11 -O2 -I include tests/interop/workers/worker.c -L target/release \
-    -Wl,-rpath,"$(pwd)/target/release" -lfencelock -o target/release/interop-worker-c
+  gcc -std=c11 -O2 -I include tests/interop/workers/worker.c -L "$release" \
+    -Wl,-rpath,"$release" -lfencelock -o "$release/interop-worker-c"
 fi
 scripts/install-fronts.sh target/demo-fronts
-FENCELOCK_INTEROP_FRONTS="$(pwd)/target/demo-fronts" exec target/release/fencelock-demo
+FENCELOCK_INTEROP_FRONTS="$(pwd)/target/demo-fronts" exec "$release/fencelock-demo"

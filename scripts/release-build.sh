@@ -10,18 +10,17 @@
 # compile twice per test run. For the same reason no release build sets
 # RUSTFLAGS: the Node addon is stripped after its build (bindings/node/build.js).
 #
-#   FENCELOCK_HOST_TARGET  the host's triple (rustc -vV), e.g. x86_64-unknown-linux-gnu
+#   FENCELOCK_HOST_TARGET  the host's triple (rustc -vV), e.g. x86_64-unknown-linux-gnu;
+#                          set already, it is kept (scripts/test-packages.sh runs
+#                          the package recipes with rustc off the PATH)
 #   FENCELOCK_RELEASE_DIR  where the release builds' libraries and programs are
-# Both are exported; set already, they are kept (scripts/test-packages.sh
-# runs the package recipes with rustc off the PATH).
+# Both are exported.
 if [ -z "${FENCELOCK_HOST_TARGET:-}" ]; then
-  FENCELOCK_HOST_TARGET=$(rustc -vV | sed -n 's/^host: //p')
+  FENCELOCK_HOST_TARGET=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p' || true)
   if [ -z "$FENCELOCK_HOST_TARGET" ]; then
     echo "could not read the host's target triple from \`rustc -vV\`; is Rust installed?" >&2
     exit 1
   fi
 fi
-if [ -z "${FENCELOCK_RELEASE_DIR:-}" ]; then
-  FENCELOCK_RELEASE_DIR=${CARGO_TARGET_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target}/$FENCELOCK_HOST_TARGET/release
-fi
+FENCELOCK_RELEASE_DIR=${CARGO_TARGET_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target}/$FENCELOCK_HOST_TARGET/release
 export FENCELOCK_HOST_TARGET FENCELOCK_RELEASE_DIR

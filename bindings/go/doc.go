@@ -55,6 +55,6 @@
 //
 // Building: the module links the static library libfencelock.a from
 // lib/GOOS-GOARCH/ inside the module, with the header in lib/include/;
-// build-lib.sh builds both from the repository (cargo build --release -p
-// fencelock-ffi) and copies them there.
+// build-lib.sh builds both from the repository (cargo build --release
+// --target <host> -p fencelock-ffi) and copies them there.
 package fencelock

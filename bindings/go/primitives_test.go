@@ -77,7 +77,6 @@ func TestSemaphoreNeverOverAdmits(t *testing.T) {
 	if holders, err := sem.Holders(ctx); err != nil || holders != 0 {
 		t.Fatalf("Holders() after every release = %d, %v", holders, err)
 	}
-	// Full: TryAcquire is ErrNotAcquired; another permit count is refused.
 	// Both permits are taken with a wait: the last release of a client
 	// that looped may keep its permit for that client a few milliseconds
 	// (a lingering release, docs/protocol.md §4.9) before handing it on.
@@ -86,6 +85,7 @@ func TestSemaphoreNeverOverAdmits(t *testing.T) {
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
+	// Full: TryAcquire is ErrNotAcquired; another permit count is refused.
 	if _, err := sem.TryAcquire(ctx, 5*time.Second); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("TryAcquire of a full semaphore: %v", err)
 	}

@@ -98,7 +98,7 @@ async fn a_deleted_lease_row_is_a_lost_lock() {
     let node = PostgresNode::start();
     let client = client(&node).await;
     let lock = client
-        .acquire("pg:lost", LockOptions::new(ms(600)))
+        .acquire("pg:lost", LockOptions::new(ms(1_000)))
         .await
         .unwrap();
     node.sql("DELETE FROM fencelock.keys WHERE key = 'fencelock:{pg:lost}'");

@@ -246,12 +246,12 @@ async fn a_dead_reader_frees_alone_at_its_ttl() {
     let live = live_client
         .rw_lock("lease")
         .unwrap()
-        .read(options(300, 0))
+        .read(options(1_000, 0))
         .await
         .unwrap();
     let writer = client(&nodes).await.rw_lock("lease").unwrap();
     let waiting = tokio::spawn(async move { writer.write(options(2_000, 5_000)).await });
-    tokio::time::sleep(ms(500)).await;
+    tokio::time::sleep(ms(600)).await;
     assert!(
         live.is_held() && live.renewals() >= 1,
         "the live reader renews on its own"
@@ -300,8 +300,8 @@ async fn a_reader_signals_its_loss_alone() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     let client = client(&nodes).await;
     let rw = client.rw_lock("lossy").unwrap();
-    let a = rw.read(options(300, 0)).await.unwrap();
-    let b = rw.read(options(300, 0)).await.unwrap();
+    let a = rw.read(options(1_000, 0)).await.unwrap();
+    let b = rw.read(options(1_000, 0)).await.unwrap();
     let keys = match nodes[0].command(&["SMEMBERS", "fencelock:{lossy}:rw:readers"]) {
         redis::Value::Array(keys) => keys,
         other => panic!("unexpected SMEMBERS reply {other:?}"),

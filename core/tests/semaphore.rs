@@ -237,10 +237,10 @@ async fn a_permit_renews_and_signals_its_loss() {
     let permit = client
         .semaphore("renewed", 2)
         .unwrap()
-        .acquire(options(300, 0))
+        .acquire(options(1_000, 0))
         .await
         .unwrap();
-    tokio::time::sleep(ms(700)).await;
+    tokio::time::sleep(ms(1_500)).await;
     assert!(
         permit.is_held() && permit.renewals() >= 1,
         "renewals: {}",

@@ -326,10 +326,16 @@ async fn waiters_on_five_nodes_cost_a_few_requests_per_grant() {
     let calls_before: u64 = nodes.iter().map(script_calls).sum();
     // Who held the lock, grant after grant (the lock orders them).
     let holders = Arc::new(Mutex::new(Vec::new()));
+    // Every client is connected before any works: a worker alone meanwhile
+    // would take the lock again and again with nobody waiting.
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(client(&nodes).await);
+    }
     let end = Instant::now() + ms(1500);
     let mut tasks = Vec::new();
-    for worker in 0..8usize {
-        let (client, holders) = (client(&nodes).await, holders.clone());
+    for (worker, client) in clients.into_iter().enumerate() {
+        let holders = holders.clone();
         tasks.push(tokio::spawn(async move {
             while Instant::now() < end {
                 let lock = client.acquire("cycle", options(10_000, 5_000)).await.unwrap();

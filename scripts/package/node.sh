@@ -45,6 +45,10 @@ build() {
   # regenerates native.js with this version in its platform-package check.
   (cd "$pkg" && node build.js)
   [ -f "$pkg/$addon" ] || fail "the build wrote no bindings/node/$addon"
+  # build.js only warns when it cannot strip; a package must not carry the symbols.
+  if readelf -S "$pkg/$addon" | grep -F .symtab >/dev/null; then
+    fail "bindings/node/$addon still has its symbols: build.js could not strip it (is binutils' strip installed?)"
+  fi
   grep -qF "expected $FENCELOCK_VERSION but got" "$pkg/native.js" ||
     fail "bindings/node/native.js does not expect platform packages at $FENCELOCK_VERSION; rebuild it with (cd bindings/node && npm run build)"
 

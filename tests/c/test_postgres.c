@@ -13,6 +13,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static redis_nodes pg;
 static int pg_state; /* 0: not tried, 1: running, -1: cannot start (pg_why says why) */
@@ -82,10 +83,14 @@ bool postgres_stop(void) {
        still running at exit holds, valgrind reports as possibly lost. */
     const char *count = "SELECT count(*) FROM pg_stat_activity "
                         "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()";
-    closed = false;
-    for (long waited = 0; !closed && waited <= 10000; waited += 20) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const time_t deadline = now.tv_sec + 10;
+    closed = strcmp(sql(&pg, count), "0") == 0;
+    while (!closed && now.tv_sec < deadline) {
+      sleep_ms(20);
       closed = strcmp(sql(&pg, count), "0") == 0;
-      if (!closed) sleep_ms(20);
+      clock_gettime(CLOCK_MONOTONIC, &now);
     }
     if (!closed) fprintf(stderr, "FAIL postgres_stop: the freed clients' sessions were still open after 10 s\n");
     redis_nodes_stop(&pg);

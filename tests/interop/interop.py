@@ -37,7 +37,8 @@ from typing import Dict, List, NamedTuple, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "target"
-# Where the Rust programs were built: the demo uses release builds.
+# Where the Rust programs were built: a directory under target/ ("debug"),
+# or an absolute path (the demo's release build gives its own).
 PROFILE = TARGET / os.environ.get("FENCELOCK_PROFILE", "debug")
 # What to build when a worker is missing.
 BUILD_HINT = {
@@ -413,7 +414,8 @@ def check_independent_implementation() -> List[str]:
 
 
 # A Node holder for woken_across_languages: takes the lock, says so, releases
-# when told (a line on stdin) and says when the release was answered.
+# when told (a line on stdin) and, once the release was answered, says when
+# it called it (milliseconds of the wall clock).
 NODE_HOLDER = """
 const readline = require('node:readline');
 const { Client } = require(process.argv[1]);
@@ -424,8 +426,9 @@ const { Client } = require(process.argv[1]);
   const lines = readline.createInterface({ input: process.stdin });
   await new Promise((resolve) => lines.once('line', resolve));
   lines.close();
+  const asked = Date.now();
   await lock.release();
-  console.log('released');
+  console.log(`released ${asked}`);
   await client.close();
 })().catch((error) => { console.error(error.message); process.exit(1); });
 """
@@ -464,19 +467,21 @@ def woken_across_languages(rounds: int = 5) -> List[str]:
             wakes = node.info("commandstats").get("cmdstat_publish", {}).get("calls", 0)
             holder.stdin.write("release\n")
             holder.stdin.flush()
-            # Timed from the Node process's word that its release returned, so
-            # the gap leaves out how long it took to read the line: a waiter
-            # woken by the release may even be granted before that word.
-            if holder.stdout.readline().strip() != "released":
+            # Timed on the wall clock from when the Node process called release
+            # (it says when), so the gap leaves out how long it took to read
+            # the line on stdin.
+            said = holder.stdout.readline().split()
+            released = int(said[1]) / 1000 if said[:1] == ["released"] and len(said) == 2 else None
+            if released is None:
                 problems.append(f"round {round_}: the Node holder did not release")
-            released = time.monotonic()
             waiter.join(timeout=15)
             holder.wait(timeout=15)
             woke = node.info("commandstats").get("cmdstat_publish", {}).get("calls", 0) - wakes
             if not granted:
                 problems.append(f"round {round_}: the Python waiter was never granted")
                 continue
-            handoffs.append(max(granted[0] - released, 0.0))
+            if released is not None:
+                handoffs.append(granted[0] - released)
             if woke != 1:
                 problems.append(f"round {round_}: the Node release sent {woke} wake-ups, expected 1")
         client.close()
@@ -493,9 +498,10 @@ def woken_across_languages(rounds: int = 5) -> List[str]:
 
 
 def wait_for(client: "object", resource: str) -> float:
-    """Waits for the lock through the Python front; the moment it was granted."""
+    """Waits for the lock through the Python front; the moment it was granted
+    (wall clock, to compare with another process's)."""
     lock = client.acquire(resource, ttl=10, wait=10)  # type: ignore[attr-defined]
-    granted = time.monotonic()
+    granted = time.time()
     lock.release()
     return granted
 

@@ -92,7 +92,7 @@ namespace FenceLock.Tests
                 LatencyConsistent(m, 1, "B refused");
 
                 // B waits: counted as waiting until A's release hands it the lock.
-                var waiting = b.AcquireAsync(resource, TimeSpan.FromMilliseconds(600), TimeSpan.FromSeconds(10));
+                var waiting = b.AcquireAsync(resource, TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(10));
                 Check.That(await Check.Eventually(() => b.Metrics.Waiting == 1, Deadline), "B counted as waiting");
                 await Task.Delay(100);
                 Check.That(b.Metrics.Waiting == 1 && !waiting.IsCompleted, "B still waiting");
@@ -107,7 +107,8 @@ namespace FenceLock.Tests
                 FailedOnly(m, FenceLockStatus.NotAcquired, 1, "B acquired");
                 LatencyConsistent(m, 2, "B acquired");
 
-                // B's 600 ms lease renews (every ttl/3); then its key goes: one loss, deleted.
+                // B's 1 s lease renews (every ttl/3; a late renewal would see it expired, not
+                // deleted); then its key goes: one loss, deleted.
                 Check.That(await Check.Eventually(() => b.Metrics.Renewals >= 1, Deadline), "a renewal counted");
                 Check.Equal(0L, b.Metrics.RenewalFailures, "no renewal failed");
                 Check.Equal("1", nodes.Call(0, "DEL fencelock:{" + resource + "}"), "DEL");

@@ -84,6 +84,11 @@ test('campaign elects a leader: a Lock on the name whose epoch is its fencing to
   // Nobody else can lead meanwhile.
   await assert.rejects(client.campaign(name, { wait: 0 }), NotAcquiredError)
   await assert.rejects(client.campaign(name, { wait: 100 }), LockTimeoutError)
+  // The timed-out candidate leaves the queue in the background: a resign
+  // reaching the node first would hand it the lock until it has.
+  await eventually(async () => (await nodes.call(0, 'ZCARD', `fencelock:{${name}}:queue`)) === '0', {
+    timeoutMs: 5000,
+  })
 
   await leadership.resign()
   assert.equal(leadership.isLeader(), false)

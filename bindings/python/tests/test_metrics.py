@@ -164,7 +164,7 @@ def test_async_counters_follow_a_scripted_scenario(
         m = b.metrics()
         assert m["failed"] == only(m["failed"], not_acquired=1)
 
-        waiting = asyncio.ensure_future(b.acquire(resource, ttl=0.3, wait=10))
+        waiting = asyncio.ensure_future(b.acquire(resource, ttl=1, wait=10))
         assert await async_wait_until(lambda: b.metrics()["waiting"] == 1)
         assert b.metrics()["acquired"] == 0
         await held.release()

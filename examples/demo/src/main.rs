@@ -207,10 +207,15 @@ fn every_language_takes_the_same_lock(nodes: &[RedisNode]) -> DemoResult {
     } else {
         "python3".into()
     };
+    // The workers were built beside this program (scripts/demo.sh).
+    let built = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf))
+        .ok_or("cannot find the directory of this program, where the workers are")?;
     let status = std::process::Command::new("python3")
         .arg(root.join("tests/interop/interop.py"))
         .args(["--in-turn", &urls.join(",")])
-        .env("FENCELOCK_PROFILE", "release")
+        .env("FENCELOCK_PROFILE", built)
         .env("FENCELOCK_PYTHON", python)
         .status()
         .map_err(|e| format!("cannot run python3 for the last scene: {e}"))?;

@@ -225,8 +225,9 @@ class LockTest {
                         synchronized(order) { order += n }
                     }
                 }
-                // The next waiter comes once this one waits (the client's gauge says so).
-                withTimeout(5000) { while (waiting.metrics().waiting < n) delay(5) }
+                // The next waiter comes once this one is in line on the node (the
+                // client's waiting gauge counts it before its first attempt lands).
+                withTimeout(5000) { while (nodes.call(0, "ZCARD fencelock:{$resource}:queue") != n.toString()) delay(5) }
                 job
             }
             holder.release()
