@@ -34,9 +34,11 @@ private fun trackUndo(job: Job) {
 /** Suspends until no undo is under way (one may start another: loop). */
 internal suspend fun undone() {
     while (true) {
-        val jobs = undoing.toList()
+        // toTypedArray (the set's own toArray) copies whatever is there; Kotlin's
+        // toList reads the size first and fails if a job leaves in between.
+        val jobs = undoing.toTypedArray()
         if (jobs.isEmpty()) return
-        jobs.joinAll()
+        joinAll(*jobs)
     }
 }
 
