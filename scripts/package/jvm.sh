@@ -5,7 +5,7 @@
 #   scripts/package/jvm.sh build DIST   a release build: DIST/fencelock-VERSION.jar,
 #                                       DIST/fencelock-VERSION.pom and DIST/fencelock-VERSION-sources.jar
 #   scripts/package/jvm.sh test DIST    deploys them into a repository in $FENCELOCK_SANDBOX and runs
-#                                       the front's tests (bindings/jvm/src/test) in a project that
+#                                       the front's tests (bindings/jvm/src/test/{kotlin,java}) in a project that
 #                                       depends on them, against real Redis nodes, without Rust
 # Called by scripts/package.sh and scripts/test-packages.sh from the
 # repository root (see scripts/package/common.sh for the environment).
@@ -199,10 +199,11 @@ EOF
   mvn_flags+=(-s "$sandbox/settings.xml")
 
   # A project of a user's: it depends on the package, and its tests are the
-  # front's own (Kotlin and Java), compiled against the installed jar.
+  # front's own (Kotlin and Java), compiled against the installed jar; not
+  # src/test/internal, whose white-box tests call what the jar keeps internal.
   local project="$sandbox/consumer"
-  mkdir -p "$project/src"
-  cp -r "$jvm/src/test" "$project/src/test"
+  mkdir -p "$project/src/test"
+  cp -r "$jvm/src/test/kotlin" "$jvm/src/test/java" "$project/src/test/"
   write_consumer_pom "$version" >"$project/pom.xml" || die "could not write the consumer's POM"
 
   echo "== mvn test: the front's tests against the installed package and real Redis nodes"
