@@ -213,6 +213,7 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                 undoing = undo;
                 let now = Instant::now();
                 if now >= deadline {
+                    stop_waiting(waiter).await;
                     return Err(gave_up(error, &claim, options.wait));
                 }
                 let pause = waiter.as_mut().and_then(|waiter| {
@@ -228,8 +229,19 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                     None => tokio::time::sleep(pause).await,
                 }
             }
-            Err(Refused { error, .. }) => return Err(error),
+            Err(Refused { error, .. }) => {
+                stop_waiting(waiter).await;
+                return Err(error);
+            }
         }
+    }
+}
+
+/// Takes a waiter that will not be granted out of the queues before its
+/// error is reported ([`Waiter::give_up`]).
+async fn stop_waiting(waiter: Option<Waiter>) {
+    if let Some(waiter) = waiter {
+        waiter.give_up().await;
     }
 }
 

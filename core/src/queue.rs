@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use rand::Rng;
 use redis::Value;
+use tokio::task::JoinHandle;
 
 use crate::keys::{LockKeys, ReaderKeys, SemaphoreKeys, WaiterKeys};
 use crate::linger::RESERVED;
@@ -267,17 +268,17 @@ impl Leave {
     }
 
     /// Takes `waiter` out of the queue on the nodes `only` selects, in the
-    /// background.
+    /// background. Returns the task, for a caller that waits for it.
     pub(crate) fn in_background(
         &self,
         nodes: &Arc<NodeSet>,
         waiter: &str,
         only: impl Fn(usize) -> bool + Send + Sync + 'static,
-    ) {
+    ) -> Option<JoinHandle<()>> {
         let handoff = nodes.handoff();
         let args = vec![waiter.to_owned(), handoff.window_ms(), handoff.counted.to_owned()];
         let patience = nodes.request_timeout();
-        nodes.everywhere_in_background(self.script, self.keys.to_vec(), args, patience, only);
+        nodes.everywhere_in_background(self.script, self.keys.to_vec(), args, patience, only)
     }
 
     /// For the acquire requests still on their way (the nodes `pending`

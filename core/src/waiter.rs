@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
+use tokio::task::JoinHandle;
 
 use crate::queue::{Entry, Leave, Place, REFRESH_EVERY};
 use crate::shared::ClientShared;
@@ -195,6 +196,31 @@ impl Waiter {
             () = tokio::time::sleep(pause) => false,
         };
     }
+
+    /// Stops waiting before `acquire` reports an error: leaves every queue
+    /// it may be in and waits for the nodes to answer (for at most one
+    /// per-node timeout, so that a node that is down cannot hold the error
+    /// up), so that a release the caller makes next is not handed to a
+    /// waiter that is gone (protocol.md §4.9). A waiter dropped otherwise
+    /// (granted, or its call cancelled) leaves in the background.
+    pub(crate) async fn give_up(mut self) {
+        if let Some(leaving) = self.start_leaving() {
+            let patience = self.client.nodes.request_timeout();
+            let _ = tokio::time::timeout(patience, leaving).await;
+        }
+    }
+
+    /// Sends the leave to the nodes that may queue this waiter, once.
+    fn start_leaving(&mut self) -> Option<JoinHandle<()>> {
+        let entered = std::mem::take(&mut self.entered);
+        if entered == 0 {
+            return None;
+        }
+        self.leave
+            .in_background(&self.client.nodes, &self.registration.id, move |i| {
+                i < 128 && entered & (1 << i) != 0
+            })
+    }
 }
 
 /// The pause after the `split`-th attempt in a row that fewer than a
@@ -216,14 +242,7 @@ impl Drop for Waiter {
         if self.counted {
             self.client.metrics.waiting(-1);
         }
-        if self.entered == 0 {
-            return;
-        }
-        let entered = self.entered;
-        self.leave
-            .in_background(&self.client.nodes, &self.registration.id, move |i| {
-                i < 128 && entered & (1 << i) != 0
-            });
+        self.start_leaving();
     }
 }
 

@@ -520,3 +520,32 @@ async fn waiters_each_handed_one_release_by_one_node_are_served_at_once() {
     // (the hand-off window, 200 ms).
     assert!(took < ms(100), "the first waiter was served after {took:?}");
 }
+
+/// A waiter that gives up has left every queue when `acquire` reports the
+/// timeout, so a release the caller makes next is not handed to it (which
+/// would hold the lock from the others until its leave arrived). Before the
+/// fix the leave only went out in the background: the timeout came back
+/// while the nodes still queued the waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_waiter_is_out_of_every_queue_when_acquire_returns() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let (holder, waiter) = (client(&nodes).await, client(&nodes).await);
+    for (resource, fair) in [("gaveup", false), ("gaveup-fair", true)] {
+        let lock = holder.acquire(resource, options(10_000, 0)).await.unwrap();
+        for _ in 0..5 {
+            let err = waiter
+                .acquire(resource, options(10_000, 150).fair(fair))
+                .await
+                .expect_err("the held lock was granted");
+            assert_eq!(err.kind(), fencelock::ErrorKind::Timeout);
+            for (i, node) in nodes.iter().enumerate() {
+                assert_eq!(
+                    queue_len(node, resource),
+                    0,
+                    "still queued on node {i} (fair: {fair})"
+                );
+            }
+        }
+        lock.release().await.unwrap();
+    }
+}
