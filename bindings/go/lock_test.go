@@ -45,6 +45,11 @@ func TestAcquireTryReleaseExtend(t *testing.T) {
 	if waited := time.Since(start); waited < 140*time.Millisecond || waited > 3*time.Second {
 		t.Fatalf("the 150 ms wait took %v", waited)
 	}
+	// The timed-out waiter has left the queue when Acquire returns: a release
+	// made next is not handed to it.
+	if queued := n.call(t, 0, "ZCARD", "fencelock:{"+resource+"}:queue"); queued != "0" {
+		t.Fatalf("the timed-out waiter is still in line: ZCARD %s", queued)
+	}
 
 	if err := lock.Extend(ctx, 20*time.Second); err != nil {
 		t.Fatalf("Extend: %v", err)

@@ -65,6 +65,9 @@ class LockTest {
         }
         assertEquals(ErrorKind.TIMEOUT, timedOut.kind)
         assertEquals(resource, timedOut.resource)
+        // The timed-out waiter has left the queue when the call throws: a
+        // release made next is not handed to it.
+        assertEquals("0", nodes.call(0, "ZCARD fencelock:{$resource}:queue"), "the timed-out waiter is still in line")
 
         lock.extend(Duration.ofSeconds(60))
         assertTrue(lock.remaining > Duration.ofSeconds(30), "extended: ${lock.remaining}")
