@@ -359,8 +359,10 @@ async fn attempt(
         && let Err(raise_replies) = raise_to(nodes, claim.fence(), &fencing_token).await
     {
         let reports = nodes.reports(&raise_replies, |_| NodeOutcome::Ok);
-        return Err(Refused::from(
-            Error::new(
+        // With its undo, which the next attempt must not overtake, and the
+        // place the nodes gave a waiter, as for any other refusal.
+        return Err(Refused {
+            error: Error::new(
                 ErrorKind::Unavailable,
                 format!(
                     "{} was granted but its fencing counter could not be raised on a majority \
@@ -370,7 +372,9 @@ async fn attempt(
             )
             .with_resource(claim.name())
             .with_nodes(reports),
-        ));
+            place,
+            undo: cleanup.undo(),
+        });
     }
     let Some(valid_until) = nodes.valid_until(sent, ttl) else {
         return Err(Refused {

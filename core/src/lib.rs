@@ -60,6 +60,7 @@ mod endpoint;
 mod error;
 mod fenced;
 mod fencing;
+mod finishing;
 mod inspect;
 mod keys;
 mod lease;

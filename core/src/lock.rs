@@ -9,6 +9,7 @@ use tracing::Instrument;
 use crate::compare_and_act::{CompareAndAct, compare_and_act, describe_compare_and_act};
 use crate::error::{Error, ErrorKind, Result, quorum_failure_kind};
 use crate::fenced::Fence;
+use crate::finishing::finishing;
 use crate::keys::HeldKind;
 use crate::lock_state::{LockState, LockStatus, LossReason};
 use crate::node::Reply;
@@ -137,6 +138,8 @@ impl Lock {
     /// apply it at once: [`Lock::remaining`] and [`Lock::is_held`] reflect it
     /// while the call is under way, and after a failed call as long as a
     /// node that did not answer may still apply it (docs/protocol.md §4.5).
+    /// Once started, the extend goes on if the caller stops waiting for it
+    /// (the future is dropped), so that the watchdog follows the new ttl.
     ///
     /// Errors: [`ErrorKind::Lost`] if the key is gone or owned by another on a
     /// majority (the lock is then marked lost), [`ErrorKind::NotHeld`] after
@@ -157,32 +160,49 @@ impl Lock {
 
     /// The work of [`Lock::extend`] as a `'static` future that owns what it
     /// needs, for bindings that spawn it on [`crate::runtime_handle`].
+    ///
+    /// Once polled, the extend runs to its end even if the future is dropped
+    /// (its caller stopped waiting): its new ttl may reach the nodes, so the
+    /// watchdog must be planned from it.
     pub fn extend_task(&self, ttl: Duration) -> impl Future<Output = Result<()>> + Send + 'static {
         let (state, client) = (self.state.clone(), self.client.clone());
         let span =
             tracing::debug_span!("extend", resource = %state.resource(), ttl_ms = ttl.as_millis() as u64);
-        async move {
+        let background = client.nodes.background.clone();
+        let extend = async move {
             validate_ttl(ttl)?;
             extend(&state, &client, ttl).await
-        }
-        .instrument(span)
+        };
+        finishing(extend.instrument(span), background)
     }
 
     /// Releases the lock on every node by compare-and-delete, and stops the watchdog.
     ///
     /// Returns `Ok` when a majority still held this lock and deleted it, and
     /// [`ErrorKind::NotHeld`] when it had already expired, been taken over,
-    /// or been released before (calling twice is safe).
+    /// or been released before (calling twice is safe). Once started, the
+    /// release goes on if the caller stops waiting for it (the future is
+    /// dropped); [`crate::Client::settle`] waits for it then.
     pub async fn release(&self) -> Result<()> {
         runtime::run(Box::pin(self.release_task())).await?
     }
 
     /// The work of [`Lock::release`] as a `'static` future that owns what it
     /// needs, for bindings that spawn it on [`crate::runtime_handle`].
+    ///
+    /// Once polled, the release runs to its end even if the future is
+    /// dropped (its caller stopped waiting): the lock is marked released
+    /// before the requests go out, so they must still reach the nodes, and
+    /// a lingering release must still hand on the key it reserved.
+    /// [`crate::Client::settle`] waits for such a release.
     pub fn release_task(&self) -> impl Future<Output = Result<()>> + Send + 'static {
         let (state, client) = (self.state.clone(), self.client.clone());
         let span = tracing::debug_span!("release", resource = %state.resource());
-        async move { release(&state, &client).await }.instrument(span)
+        let background = client.nodes.background.clone();
+        finishing(
+            async move { release(&state, &client).await }.instrument(span),
+            background,
+        )
     }
 }
 

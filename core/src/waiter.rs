@@ -173,10 +173,15 @@ impl Waiter {
     pub(crate) async fn sleep(&mut self, pause: Duration, fair: bool) {
         let wakeups = &self.client.wakeups;
         let reachable = async {
+            // Registered before looking, so a subscriber that starts in
+            // between still ends the sleep.
+            let started = wakeups.started_listening();
+            tokio::pin!(started);
+            started.as_mut().enable();
             if wakeups.listening() {
                 std::future::pending::<()>().await;
             }
-            wakeups.started_listening().await;
+            started.await;
         };
         let handed_too_few = async {
             if fair {

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 use tokio::task::AbortHandle;
 
 use crate::error::Result;
@@ -215,9 +216,11 @@ impl Wakeups {
         self.nodes.quorum().reached(up)
     }
 
-    /// Resolves when a subscriber starts listening.
-    pub(crate) async fn started_listening(&self) {
-        self.registry.started_listening.notified().await;
+    /// Resolves when a subscriber starts listening (after this call: enable
+    /// it before looking at [`Wakeups::listening`], or a subscriber that
+    /// starts in between is missed).
+    pub(crate) fn started_listening(&self) -> Notified<'_> {
+        self.registry.started_listening.notified()
     }
 
     /// Starts one subscriber per node on the internal runtime, once: when

@@ -142,8 +142,16 @@ impl Schedule {
         let now = Instant::now();
         let remaining = timing.valid_until.saturating_duration_since(now);
         let delay = (ttl / 9).min(remaining / 2).max(MIN_RETRY);
+        // Due by the end of validity, when the loss is; once that has passed
+        // (a release or extend holds the lock meanwhile), not at once, which
+        // would spin until it lets go.
+        let due = if timing.valid_until > now {
+            (now + delay).min(timing.valid_until)
+        } else {
+            now + MIN_RETRY
+        };
         let key = JobKey {
-            due: (now + delay).min(timing.valid_until),
+            due,
             seq: self.next_seq(),
         };
         let job = Job {

@@ -6,8 +6,10 @@
 
 mod common;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Waker};
 use std::time::Instant;
 
 use common::*;
@@ -182,6 +184,33 @@ async fn a_holder_that_does_not_come_back_hands_on_at_once() {
     held.release().await.unwrap();
     assert!(waiter_granted.load(Ordering::SeqCst));
     assert_eq!(wakes(&nodes) - wakes_before, 1, "one wake-up, for the waiter");
+}
+
+/// A lingering release whose caller stops waiting after its first poll (a
+/// timeout around it, or a front's cancel) still goes through and hands the
+/// lock on within a moment. Before the fix the dropped release stopped
+/// where it was: the lock stayed held until its ttl when the RELEASE had not
+/// gone out yet, and when it had, the reservation was never handed on (it
+/// was noted only once the nodes answered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lingering_release_dropped_on_its_way_still_hands_on() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let a = client(&nodes).await;
+    let (lock, waiter_granted, waiter) = contended(&nodes, &a, "dropped", false).await;
+    let wakes_before = wakes(&nodes);
+    // Polled once (the RELEASE may or may not be on its way), then dropped.
+    let mut release = Box::pin(lock.release());
+    let polled = release.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    assert!(polled.is_pending(), "the release ended in its first poll");
+    drop(release);
+    let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
+    assert!(waiter_granted.load(Ordering::SeqCst));
+    assert_eq!(
+        wakes(&nodes) - wakes_before,
+        1,
+        "the waiter was not woken by a hand-on of the reservation"
+    );
+    held.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -132,3 +132,30 @@ fn still_queued_after_settle<T>(
     block_off_runtime(holder.release()).unwrap();
     still_queued
 }
+
+/// A release dropped after its first poll (a timeout around it, or a
+/// front's cancel) still releases the lock, and `settle` waits for it.
+/// Before the fix it stopped where it was: the lock, already marked
+/// released, stayed held on the node until its ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_waits_for_a_release_whose_caller_stopped_waiting() {
+    let node = RedisNode::start(&NodeOptions::default());
+    let client = client(std::slice::from_ref(&node)).await;
+    let lock = client
+        .acquire("dropped-release", LockOptions::new(ms(30_000)))
+        .await
+        .unwrap();
+    let mut release = Box::pin(lock.release());
+    let polled = release.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    assert!(polled.is_pending(), "the release ended in its first poll");
+    drop(release);
+    tokio::time::timeout(ms(10_000), client.settle())
+        .await
+        .expect("settle is bounded by the node timeout");
+    assert_eq!(
+        get(&node, &lock_key("dropped-release")),
+        None,
+        "the lock is still held on the node"
+    );
+    assert!(!lock.is_held());
+}

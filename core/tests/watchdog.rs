@@ -2,7 +2,9 @@
 
 mod common;
 
-use std::time::Instant;
+use std::future::Future;
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
 
 use common::*;
 use fencelock::{LockOptions, LockStatus, LossReason};
@@ -198,6 +200,83 @@ async fn extend_changes_the_ttl_of_later_renewals() {
     assert!(pttl(&nodes[0], &lock_key("ext-renew")) <= 300);
     assert!(lock.renewals() >= 5, "{} renewals", lock.renewals());
     lock.release().await.unwrap();
+}
+
+/// An extend whose caller stops waiting after its first poll (a timeout
+/// around it, or a front's cancel) still goes through to its end, so the
+/// watchdog renews at the new ttl's pace. Before the fix the dropped extend
+/// stopped where it was: its shorter ttl reached the node, but the watchdog
+/// kept the plan of the longer one, and the key expired before the first
+/// renewal (the lock lost at 300 ms, its loss signalled only at that renewal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extend_whose_caller_stopped_waiting_still_sets_the_renewal_pace() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = client(&nodes).await;
+    let lock = client
+        .acquire("ext-dropped", LockOptions::new(ms(3000)))
+        .await
+        .unwrap();
+    let mut extend = Box::pin(lock.extend(ms(300)));
+    let polled = extend.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    assert!(polled.is_pending(), "the extend ended in its first poll");
+    drop(extend);
+    tokio::time::sleep(ms(900)).await;
+    assert_eq!(lock.status(), LockStatus::Held);
+    assert!(lock.is_held());
+    assert!(pttl(&nodes[0], &lock_key("ext-dropped")) <= 300);
+    assert!(lock.renewals() >= 5, "{} renewals", lock.renewals());
+    lock.release().await.unwrap();
+}
+
+/// CPU time this process used so far.
+fn cpu_used() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given, which lives here.
+    assert_eq!(
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) },
+        0
+    );
+    // SAFETY: filled by the successful call above.
+    let usage = unsafe { usage.assume_init() };
+    let of = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    of(usage.ru_utime) + of(usage.ru_stime)
+}
+
+/// While an extend holds a lock past the end of its validity (its node does
+/// not answer, and the per-node timeout is long), the watchdog's renewal
+/// waits for it without spinning. Before the fix its retry was due at the
+/// end of validity, already past, so the watchdog looked again at once, over
+/// and over, until the extend gave up: a core's worth of CPU for 1.5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_waits_for_a_slow_extend_without_spinning() {
+    let node = RedisNode::start(&NodeOptions::default());
+    let proxy = FaultProxy::start(node.port());
+    let client = fencelock::Client::builder()
+        .node(proxy.url())
+        .node_timeout(ms(2_000))
+        .build()
+        .await
+        .unwrap();
+    let lock = client.acquire("busy", LockOptions::new(ms(300))).await.unwrap();
+    proxy.set(Mode::Blackhole);
+    let extending = tokio::spawn(lock.extend_task(ms(300)));
+    // The validity ends within 300 ms; the extend waits up to 2 s.
+    tokio::time::sleep(ms(400)).await;
+    let (cpu_before, since) = (cpu_used(), Instant::now());
+    tokio::time::sleep(ms(1_000)).await;
+    let (cpu, wall) = (cpu_used() - cpu_before, since.elapsed());
+    assert!(
+        cpu < wall / 4,
+        "the process used {cpu:?} of CPU in {wall:?} while the extend was under way"
+    );
+    assert!(!lock.is_held());
+    assert!(
+        extending.await.unwrap().is_err(),
+        "the blackholed extend succeeded"
+    );
+    tokio::time::timeout(ms(2_000), lock.lost())
+        .await
+        .expect("the loss is signalled once the extend gave up");
 }
 
 #[tokio::test]
