@@ -239,8 +239,10 @@ pub(crate) unsafe fn start_acquire_work(
 /// Starts releasing `lock` (as [`crate::fencelock_lock_release`]) and returns
 /// at once; `callback` gets the outcome exactly once on fencelock's callback
 /// thread. The lock may be freed right after this call returns: the
-/// operation keeps what it needs. Other arguments as
-/// [`fencelock_acquire_async`]. Never blocks. Thread-safe.
+/// operation keeps what it needs. Cancelling the operation stops the wait,
+/// not the release: the callback gets `CANCELLED` at once and the release
+/// goes on in the background ([`crate::fencelock_settle`] waits for it).
+/// Other arguments as [`fencelock_acquire_async`]. Never blocks. Thread-safe.
 ///
 /// # Safety
 /// `lock` is NULL or live; `callback` is NULL or a function of that type;
@@ -265,8 +267,9 @@ pub unsafe extern "C" fn fencelock_lock_release_async(
 /// Starts extending `lock` to `ttl_ms` from now (as
 /// [`crate::fencelock_lock_extend`]) and returns at once; `callback` gets the
 /// outcome exactly once on fencelock's callback thread. The lock may be freed
-/// while the extension is in flight. Other arguments as
-/// [`fencelock_acquire_async`]. Never blocks. Thread-safe.
+/// while the extension is in flight. Cancelling the operation stops the
+/// wait, not the extension, as for [`fencelock_lock_release_async`]. Other
+/// arguments as [`fencelock_acquire_async`]. Never blocks. Thread-safe.
 ///
 /// # Safety
 /// As [`fencelock_lock_release_async`].
