@@ -44,15 +44,21 @@ pub struct Leader {
 ///
 /// It can be shared (`Send + Sync`): calls of [`Observation::next`] from
 /// several tasks take turns, each leader going to one of them, and
-/// [`Observation::close`] ends every wait. Closing it, dropping it or
+/// [`Observation::close`] ends every wait. As a [`Stream`] it keeps a place
+/// of its own: it yields every leader whatever the calls of `next` took,
+/// and a poll of it left pending holds none of them up. Closing it, dropping it or
 /// closing its client ([`Client::close`]) stops observing (its
 /// subscriptions end); it then yields `None`.
 pub struct Observation {
     following: Arc<Following>,
-    /// The [`Stream`]'s next item. In a mutex only so that the observation
-    /// is `Sync`: `poll_next` has `&mut self` and never locks it.
-    stream: std::sync::Mutex<ReusableBoxFuture<'static, Option<Leader>>>,
+    /// The [`Stream`]'s next item, with the stream's own receiver. In a
+    /// mutex only so that the observation is `Sync`: `poll_next` has
+    /// `&mut self` and never locks it.
+    stream: std::sync::Mutex<ReusableBoxFuture<'static, StreamItem>>,
 }
+
+/// A leader the [`Stream`] yields, and its receiver for the next one.
+type StreamItem = (Option<Leader>, watch::Receiver<Option<Leader>>);
 
 /// What every wait on one observation shares.
 struct Following {
@@ -67,14 +73,26 @@ impl Following {
     async fn next(self: Arc<Self>) -> Option<Leader> {
         let closing = self.closing.clone();
         closing
-            .run_until_cancelled(async move {
-                let mut leaders = self.leaders.lock().await;
-                leaders.changed().await.ok()?;
-                leaders.borrow_and_update().clone()
-            })
+            .run_until_cancelled(async move { next_leader(&mut *self.leaders.lock().await).await })
             .await
             .flatten()
     }
+
+    /// The [`Stream`]'s next leader, on its own receiver.
+    async fn stream_next(self: Arc<Self>, mut leaders: watch::Receiver<Option<Leader>>) -> StreamItem {
+        let leader = self
+            .closing
+            .run_until_cancelled(next_leader(&mut leaders))
+            .await
+            .flatten();
+        (leader, leaders)
+    }
+}
+
+/// The next leader `leaders` gives, or `None` once its sender is gone.
+async fn next_leader(leaders: &mut watch::Receiver<Option<Leader>>) -> Option<Leader> {
+    leaders.changed().await.ok()?;
+    leaders.borrow_and_update().clone()
 }
 
 impl Observation {
@@ -107,8 +125,8 @@ impl Stream for Observation {
             .stream
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let leader = ready!(stream.poll(cx));
-        stream.set(following.next());
+        let (leader, leaders) = ready!(stream.poll(cx));
+        stream.set(following.stream_next(leaders));
         Poll::Ready(leader)
     }
 }
@@ -146,13 +164,16 @@ impl Client {
             lock_key,
             leaders: sender,
         };
+        let stream_receiver = receiver.clone();
         let following = Arc::new(Following {
             leaders: tokio::sync::Mutex::new(receiver),
             closing: CancellationToken::new(),
             task: runtime.spawn(follower.run()).abort_handle(),
         });
         Ok(Observation {
-            stream: std::sync::Mutex::new(ReusableBoxFuture::new(following.clone().next())),
+            stream: std::sync::Mutex::new(ReusableBoxFuture::new(
+                following.clone().stream_next(stream_receiver),
+            )),
             following,
         })
     }

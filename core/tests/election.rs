@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -41,6 +42,38 @@ async fn subscribed_beside(nodes: &[RedisNode], name: &str, others: i64) -> Obse
     .await;
     assert!(all, "the observer never subscribed everywhere");
     observation
+}
+
+/// Polling an observation as a `Stream` and calling its `next` do not hold
+/// each other up: a stream poll left pending (a timeout around
+/// `StreamExt::next`) takes nothing a later `next` needs, and each sees the
+/// new leader. Before the fix the pending stream poll kept the lock that
+/// every `next` waits for, so `next` hung until the stream was polled again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_stream_poll_does_not_hold_up_next() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let mut observation = subscribed_observer(&nodes, "mixed").await;
+    // Not imported: `StreamExt::next` would take over `observation.next()`.
+    let polled =
+        futures_util::StreamExt::poll_next_unpin(&mut observation, &mut Context::from_waker(Waker::noop()));
+    assert!(
+        polled.is_pending(),
+        "a leader before anyone campaigned: {polled:?}"
+    );
+    let candidate = client(&nodes).await;
+    let leadership = candidate
+        .campaign("mixed", campaign(5_000, "host-a:1"))
+        .await
+        .unwrap();
+    let seen = tokio::time::timeout(ms(2_000), Observation::next(&observation))
+        .await
+        .expect("next never saw the leader");
+    assert_eq!(seen.map(|leader| leader.epoch), Some(leadership.epoch()));
+    let streamed = tokio::time::timeout(ms(2_000), futures_util::StreamExt::next(&mut observation))
+        .await
+        .expect("the stream never saw the leader");
+    assert_eq!(streamed.map(|leader| leader.epoch), Some(leadership.epoch()));
+    leadership.resign().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
