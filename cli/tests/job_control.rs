@@ -273,9 +273,10 @@ fn without_a_terminal_tstp_and_cont_stop_and_resume_both() {
     // fencelock: it goes on renewing the lock while its command exists.
     signal(command, libc::SIGSTOP);
     assert!(eventually(PROMPTLY, || stopped(command)));
-    let renewals = node.command_calls("evalsha");
+    // Renewals go as EVAL (docs/protocol.md §3).
+    let renewals = node.command_calls("eval");
     assert!(
-        eventually(PROMPTLY, || node.command_calls("evalsha") >= renewals + 2),
+        eventually(PROMPTLY, || node.command_calls("eval") >= renewals + 2),
         "no renewal while the command was stopped"
     );
     assert!(!stopped(fencelock));

@@ -244,26 +244,16 @@ impl Node {
         self.request_timeout
     }
 
-    /// Runs a pipeline of `EVALSHA` calls (one round trip) on `live` within
-    /// the per-node timeout; used by the watchdog to renew many locks. When
-    /// the node lost its script cache, runs `fallback()` (the same calls as
-    /// `EVAL`, which re-caches the script) instead: re-running renewals is
-    /// harmless, and `EVAL` needs no `SCRIPT LOAD` right.
+    /// Runs a pipeline of `EVAL` calls (one round trip) on `live` within the
+    /// per-node timeout; used by the watchdog to renew many locks. `EVAL`,
+    /// not `EVALSHA`: a renewal is a ttl change, never sent twice
+    /// ([`Prepared::ttl_change`]).
     pub(crate) async fn eval_pipeline(
         &self,
         mut live: Live,
         calls: &redis::Pipeline,
-        fallback: impl Fn() -> redis::Pipeline,
     ) -> std::result::Result<Vec<Reply>, NodeOutcome> {
-        let request = async {
-            let conn = &mut live.connection;
-            let replies = conn.query_all(calls).await?;
-            if replies.iter().any(|r| matches!(r, Err(e) if e.is_noscript())) {
-                return conn.query_all(&fallback()).await;
-            }
-            Ok(replies)
-        };
-        let outcome = within(self.request_timeout, request).await;
+        let outcome = within(self.request_timeout, live.connection.query_all(calls)).await;
         settled(&live, outcome).map(|replies| replies.into_iter().map(reply_from).collect())
     }
 }
@@ -372,22 +362,37 @@ fn factory(endpoint: &Endpoint, settings: &NodeSettings) -> Result<Factory> {
 /// left to finish in the background.
 pub(crate) struct Prepared {
     script: &'static LuaScript,
-    evalsha: Cmd,
+    /// `EVALSHA`, or `EVAL` for a ttl change.
+    cmd: Cmd,
 }
 
 impl Prepared {
     pub(crate) fn new<A: AsRef<[u8]>>(script: &'static LuaScript, keys: &[&str], args: &[A]) -> Self {
         Prepared {
             script,
-            evalsha: evalsha_cmd(script, keys, args),
+            cmd: evalsha_cmd(script, keys, args),
         }
     }
 
-    /// `EVALSHA`, falling back to `EVAL` (which also re-caches the script) when
-    /// the node lost its script cache (restart, `SCRIPT FLUSH`). `EVAL` rather
-    /// than `SCRIPT LOAD` keeps the ACL needs to `EVAL`/`EVALSHA`.
+    /// A call that changes a held key's ttl, sent as `EVAL` so that it never
+    /// needs a second send. The `EVAL` fallback of an `EVALSHA` that found no
+    /// script would go out once the `NOSCRIPT` came back, after whatever the
+    /// client sent on that connection meanwhile: a later ttl change, answered
+    /// first, would then be undone by the older one, while the holder counts
+    /// the later ttl (docs/protocol.md §4.5).
+    pub(crate) fn ttl_change<A: AsRef<[u8]>>(script: &'static LuaScript, keys: &[&str], args: &[A]) -> Self {
+        Prepared {
+            script,
+            cmd: eval_cmd(script, keys, args),
+        }
+    }
+
+    /// The call; an `EVALSHA` falls back to `EVAL` (which also re-caches the
+    /// script) when the node lost its script cache (restart, `SCRIPT FLUSH`).
+    /// `EVAL` rather than `SCRIPT LOAD` keeps the ACL needs to
+    /// `EVAL`/`EVALSHA`.
     async fn run(&self, conn: &mut crate::connection::Connection) -> std::result::Result<Value, StoreError> {
-        match conn.query(&self.evalsha).await {
+        match conn.query(&self.cmd).await {
             Err(err) if err.is_noscript() => conn.query(&self.eval()).await,
             other => other,
         }
@@ -398,7 +403,7 @@ impl Prepared {
     fn eval(&self) -> Cmd {
         let mut eval = Cmd::new();
         eval.arg("EVAL").arg(self.script.source);
-        for word in self.evalsha.args_iter().skip(2) {
+        for word in self.cmd.args_iter().skip(2) {
             if let redis::Arg::Simple(bytes) = word {
                 eval.arg(bytes);
             }

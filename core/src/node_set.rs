@@ -170,7 +170,7 @@ impl NodeSet {
         is_yes: impl Fn(&Reply) -> bool,
         on_sending: impl FnOnce(&mut dyn Iterator<Item = Outcome>),
     ) -> TtlChange<impl Future<Output = (usize, Reply)> + Send + 'static> {
-        let call = Arc::new(Prepared::new(script, keys, args));
+        let call = Arc::new(Prepared::ttl_change(script, keys, args));
         // Chosen before anything is sent: which connection a request went on
         // is then known even if the decision comes before its answer.
         let connections: Vec<_> = self.nodes.iter().map(Node::background).collect();

@@ -21,10 +21,10 @@ use crate::compare_and_act::{CompareAndAct, compare_and_act};
 use crate::connection::pipeline;
 use crate::error::NodeOutcome;
 use crate::lock_state::{JobKey, LockState, LockStatus, LossReason, Timing};
-use crate::node::{Node, Reply, eval_cmd, evalsha_cmd};
+use crate::node::{Node, Reply, eval_cmd};
 use crate::node_set::{NodeSet, outcome, tally};
 use crate::quorum::gather;
-use crate::scripts::{self, LuaScript};
+use crate::scripts;
 
 /// Renewals sent in one pipeline at most; larger batches are split.
 const MAX_BATCH: usize = 512;
@@ -339,10 +339,7 @@ impl Renewed {
 /// parallel, decided as soon as every lock's renewal is (a quorum renewed
 /// it, or can no longer); the slower nodes' pipelines go on in the background.
 async fn renew_on_every_node(nodes: &Arc<NodeSet>, renewing: &[Renewing], sent: Instant) -> Renewed {
-    let batch: Arc<[(Arc<LockState>, Duration)]> = renewing.iter().map(|r| (r.lock.clone(), r.ttl)).collect();
-    let calls = Arc::new(renewal_pipeline(&batch, |script, keys, args| {
-        evalsha_cmd(script, keys, args)
-    }));
+    let calls = Arc::new(renewal_pipeline(renewing));
     // Chosen before anything is sent, so each request's connection is known.
     let connections: Vec<_> = nodes.nodes().iter().map(Node::background).collect();
     let generations: Vec<Option<u32>> = connections
@@ -351,14 +348,10 @@ async fn renew_on_every_node(nodes: &Arc<NodeSet>, renewing: &[Renewing], sent: 
         .collect();
     count_as_under_way(nodes, renewing, &generations, sent);
     let requests = connections.into_iter().enumerate().map(|(index, connection)| {
-        let (nodes, calls, batch) = (nodes.clone(), calls.clone(), batch.clone());
+        let (nodes, calls) = (nodes.clone(), calls.clone());
         async move {
             let replies = match connection {
-                Ok(live) => {
-                    let fallback =
-                        || renewal_pipeline(&batch, |script, keys, args| eval_cmd(script, keys, args));
-                    nodes.nodes()[index].eval_pipeline(live, &calls, fallback).await
-                }
+                Ok(live) => nodes.nodes()[index].eval_pipeline(live, &calls).await,
                 Err(outcome) => Err(outcome),
             };
             (index, replies)
@@ -405,21 +398,19 @@ fn count_as_under_way(nodes: &NodeSet, renewing: &[Renewing], generations: &[Opt
     }
 }
 
-/// `EXTEND` for every lock of the batch, as `EVALSHA` or (fallback) `EVAL` commands.
-fn renewal_pipeline(
-    batch: &[(Arc<LockState>, Duration)],
-    command: fn(&LuaScript, &[&str], &[&str]) -> redis::Cmd,
-) -> redis::Pipeline {
+/// `EXTEND` for every lock of the batch, as `EVAL` commands: a ttl change
+/// is never sent twice (see [`crate::node::Prepared::ttl_change`]).
+fn renewal_pipeline(renewing: &[Renewing]) -> redis::Pipeline {
     let mut ttl_ms = String::new();
     let mut last_ttl = None;
     let mut pipe = pipeline();
-    for (lock, ttl) in batch {
+    for Renewing { lock, ttl, .. } in renewing {
         // Locks of one batch usually share a ttl: format it once.
         if last_ttl != Some(*ttl) {
             ttl_ms = ttl.as_millis().to_string();
             last_ttl = Some(*ttl);
         }
-        pipe.add_command(command(
+        pipe.add_command(eval_cmd(
             &scripts::EXTEND,
             &[lock.lock_key()],
             &[lock.token.as_str(), &ttl_ms],

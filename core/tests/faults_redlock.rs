@@ -493,3 +493,61 @@ async fn t32_a_release_does_not_wait_for_paused_nodes() {
         "the release never reached the paused nodes after they resumed"
     );
 }
+
+/// A ttl change is never applied after a later one (docs/protocol.md §4.5):
+/// 3 nodes, the third behind a 150 ms link each way and its script cache
+/// flushed. `extend(2 s)` is decided by the first two; on the third its
+/// `EVALSHA` finds no script. 100 ms later `extend(60 s)` goes out, and
+/// another client's call caches the script on the third node before it
+/// lands there. Before the fix the first extend's `EVAL` fallback went out
+/// once its `NOSCRIPT` came back, after the second extend, so the third
+/// node kept the key for 2 s while the holder counted 60. Now a ttl change
+/// is sent as `EVAL`, which never needs a second send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_change_is_never_applied_after_a_later_one() {
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    let link = FaultProxy::start(nodes[2].port());
+    let holder = builder_for([nodes[0].url(), nodes[1].url(), link.url()])
+        .node_timeout(ms(2_000))
+        .build()
+        .await
+        .unwrap();
+    let other = builder_for([nodes[2].url()]).build().await.unwrap();
+    let lock = holder
+        .acquire("resent", LockOptions::new(ms(30_000)).auto_renew(false))
+        .await
+        .unwrap();
+    let other_lock = other
+        .acquire("other", LockOptions::new(ms(30_000)).auto_renew(false))
+        .await
+        .unwrap();
+    // The acquire was decided by a quorum: its request to the third node may
+    // still be on its way, and must land before the flush.
+    let key = lock_key("resent");
+    assert!(wait_until(ms(2_000), || get(&nodes[2], &key).is_some()).await);
+    nodes[2].command(&["SCRIPT", "FLUSH"]);
+    link.set(Mode::Delay {
+        each_way: ms(150),
+        jitter: Duration::ZERO,
+    });
+    let started = Instant::now();
+    lock.extend(ms(2_000)).await.unwrap();
+    tokio::time::sleep_until((started + ms(100)).into()).await;
+    let later = tokio::spawn(lock.extend_task(ms(60_000)));
+    // Lands on the third node between the two extends (150 and 250 ms).
+    tokio::time::sleep_until((started + ms(200)).into()).await;
+    other_lock.extend(ms(30_000)).await.unwrap();
+    later.await.unwrap().unwrap();
+    // Long after the first extend's NOSCRIPT came back (300 ms) and any
+    // fallback would have landed (450 ms).
+    tokio::time::sleep_until((started + ms(1_000)).into()).await;
+    for (i, node) in nodes.iter().enumerate() {
+        let left = pttl(node, &key);
+        assert!(
+            left > 50_000,
+            "node {i} keeps the key {left} ms after extend(60 s) was its last ttl change"
+        );
+    }
+    lock.release().await.unwrap();
+    other_lock.release().await.unwrap();
+}
