@@ -50,13 +50,13 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(20);
 
 /// TCP keepalive on every node connection: the first probe after this much
 /// idle time, then every [`KEEPALIVE_INTERVAL`], [`KEEPALIVE_PROBES`] times.
-const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
-const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
-const KEEPALIVE_PROBES: u32 = 3;
+pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
+pub(crate) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const KEEPALIVE_PROBES: u32 = 3;
 
 /// `TCP_USER_TIMEOUT`: the kernel gives up on a connection whose sent data
 /// stays unacknowledged this long.
-const TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Keepalive and user timeout on top of `base` (which keeps redis-rs's other settings).
 pub(crate) fn tcp_settings(base: TcpSettings) -> TcpSettings {

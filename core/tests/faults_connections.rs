@@ -8,7 +8,8 @@ mod faults_support;
 use std::time::{Duration, Instant};
 
 use faults_support::*;
-use fencelock::{ErrorKind, LockOptions, LockStatus};
+use fencelock::{Client, ErrorKind, LockOptions, LockStatus};
+use fencelock_harness::PostgresNode;
 
 /// T27: the proxy delivers an ACQUIRE but loses its reply, then breaks the
 /// connection. The request must not be sent again on a fresh connection
@@ -142,6 +143,41 @@ async fn t29_node_connections_have_keepalive_and_a_user_timeout() {
         assert_eq!(keepalive, 1, "fd {fd}: no SO_KEEPALIVE");
         assert!((1..=60).contains(&idle), "fd {fd}: TCP_KEEPIDLE {idle} s");
         assert!(user_timeout > 0, "fd {fd}: no TCP_USER_TIMEOUT");
+    }
+    drop(client);
+}
+
+/// T29 for PostgreSQL nodes: their sessions get the same keepalive and
+/// `TCP_USER_TIMEOUT` as Redis connections (docs/protocol.md §4.1). Before
+/// the fix they had keepalive with a 5 s idle time only, so Linux's
+/// defaults (9 probes 75 s apart, no user timeout) left a silently dropped
+/// session unnoticed for about 11 minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t29_postgres_sessions_have_the_same_keepalive_and_user_timeout() {
+    let node = PostgresNode::start();
+    let client = Client::builder().node(node.url()).build().await.unwrap();
+    client
+        .acquire("t29-pg", LockOptions::new(ms(5_000)))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let sockets = sockets_connected_to(node.port());
+    assert!(!sockets.is_empty(), "no session to the PostgreSQL node");
+    for fd in sockets {
+        let options = [
+            int_option(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE),
+            int_option(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE),
+            int_option(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL),
+            int_option(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT),
+            int_option(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT),
+        ];
+        assert_eq!(
+            options,
+            [1, 5, 1, 3, 10_000],
+            "fd {fd}: keepalive, idle s, interval s, probes, user timeout ms"
+        );
     }
     drop(client);
 }

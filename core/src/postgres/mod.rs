@@ -32,7 +32,9 @@ pub(crate) use call::PgConnection;
 use call::{PREPARED_TYPES, PoolerSwitch, is_vanished_statement, prepared_call};
 pub(crate) use error::classify_postgres_error;
 
-use crate::connection::{Connection, EndNotice, watched};
+use crate::connection::{
+    Connection, EndNotice, KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES, TCP_USER_TIMEOUT, watched,
+};
 use crate::endpoint::Endpoint;
 use crate::error::{Error, ErrorKind, Result};
 use crate::node::NodeSettings;
@@ -71,8 +73,13 @@ fn session_config(mut config: tokio_postgres::Config, settings: &NodeSettings) -
     config
         .application_name("fencelock")
         .connect_timeout(settings.connect_timeout)
+        // As on every Redis connection (docs/protocol.md §4.1): the kernel
+        // notices a dead peer within seconds, idle (a LISTEN session) or not.
         .keepalives(true)
-        .keepalives_idle(std::time::Duration::from_secs(5));
+        .keepalives_idle(KEEPALIVE_IDLE)
+        .keepalives_interval(KEEPALIVE_INTERVAL)
+        .keepalives_retries(KEEPALIVE_PROBES)
+        .tcp_user_timeout(TCP_USER_TIMEOUT);
     config
 }
 
