@@ -1,11 +1,13 @@
-//! Work that, once started, runs to its end even if its caller stops
+//! Work that, once asked for, runs to its end even if its caller stops
 //! waiting for it.
 //!
 //! A release marks its lock released before its requests go out, so one
 //! whose future is dropped halfway (a timeout around it, a front's cancel)
 //! must still reach the nodes, and a lingering one must still hand on the
 //! key it reserved: else the lock stays held until its ttl, or reserved for
-//! nobody, while its holder believes it released.
+//! nobody, while its holder believes it released. A front's cancel may also
+//! come before the task was first polled; the caller asked for the release
+//! all the same.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,10 +19,9 @@ use tokio::runtime::Handle;
 use crate::background::Background;
 use crate::runtime;
 
-/// Wraps `future` so that, dropped after its first poll and before its
-/// end, it goes on in a task of its own, counted in `background` (which
-/// `Client::settle` waits for). Dropped before its first poll, nothing of
-/// it ever ran, and it is dropped as any future is.
+/// Wraps `future` so that, dropped before its end (polled or not), it goes
+/// on in a task of its own, counted in `background` (which
+/// `Client::settle` waits for).
 pub(crate) fn finishing<F>(future: F, background: Arc<Background>) -> Finishing<F>
 where
     F: Future + Send + 'static,
@@ -28,7 +29,6 @@ where
 {
     Finishing {
         future: Some(Box::pin(future)),
-        started: false,
         background,
     }
 }
@@ -41,7 +41,6 @@ where
 {
     /// `None` once it has ended.
     future: Option<Pin<Box<F>>>,
-    started: bool,
     background: Arc<Background>,
 }
 
@@ -55,7 +54,6 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.get_mut();
         let future = this.future.as_mut().expect("Finishing polled after it ended");
-        this.started = true;
         let output = std::task::ready!(future.as_mut().poll(cx));
         this.future = None;
         Poll::Ready(output)
@@ -68,7 +66,7 @@ where
     F::Output: Send + 'static,
 {
     fn drop(&mut self) {
-        let Some(future) = self.future.take().filter(|_| self.started) else {
+        let Some(future) = self.future.take() else {
             return;
         };
         // On the runtime that was polling it (its timers belong there), else
@@ -116,13 +114,15 @@ mod tests {
         assert!(flag.load(Ordering::SeqCst), "the work did not finish");
     }
 
+    /// A front's cancel can come before the task was first polled.
     #[tokio::test]
-    async fn dropped_before_its_first_poll_it_never_runs() {
+    async fn dropped_before_its_first_poll_it_still_runs() {
         let (flag, background) = (Arc::new(AtomicBool::new(false)), Arc::<Background>::default());
         drop(finishing(flagging(&flag), background.clone()));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!flag.load(Ordering::SeqCst));
-        background.idle().await;
+        tokio::time::timeout(Duration::from_secs(5), background.idle())
+            .await
+            .expect("the work ended");
+        assert!(flag.load(Ordering::SeqCst), "the work never ran");
     }
 
     #[tokio::test]

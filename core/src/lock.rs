@@ -161,9 +161,9 @@ impl Lock {
     /// The work of [`Lock::extend`] as a `'static` future that owns what it
     /// needs, for bindings that spawn it on [`crate::runtime_handle`].
     ///
-    /// Once polled, the extend runs to its end even if the future is dropped
-    /// (its caller stopped waiting): its new ttl may reach the nodes, so the
-    /// watchdog must be planned from it.
+    /// The extend runs to its end even if the future is dropped before (its
+    /// caller stopped waiting, polled or not): its new ttl may reach the
+    /// nodes, so the watchdog must be planned from it.
     pub fn extend_task(&self, ttl: Duration) -> impl Future<Output = Result<()>> + Send + 'static {
         let (state, client) = (self.state.clone(), self.client.clone());
         let span =
@@ -190,8 +190,8 @@ impl Lock {
     /// The work of [`Lock::release`] as a `'static` future that owns what it
     /// needs, for bindings that spawn it on [`crate::runtime_handle`].
     ///
-    /// Once polled, the release runs to its end even if the future is
-    /// dropped (its caller stopped waiting): the lock is marked released
+    /// The release runs to its end even if the future is dropped before (its
+    /// caller stopped waiting, polled or not): the lock is marked released
     /// before the requests go out, so they must still reach the nodes, and
     /// a lingering release must still hand on the key it reserved.
     /// [`crate::Client::settle`] waits for such a release.
