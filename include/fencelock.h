@@ -1309,7 +1309,9 @@ fencelock_status fencelock_fenced_set_async(const struct fencelock_client *clien
  *
  * On `OK`, `*value_out` receives a new NUL-terminated string the caller
  * frees with [`fencelock_string_free`] (NULL when the key does not exist)
- * and `*token_out` the token (0 when absent). Blocks for one round trip;
+ * and `*token_out` the token (0 when absent). A value holding a NUL byte
+ * (another front may write one) is `INVALID_ARGUMENT`: a C string cannot
+ * carry it, and it is never cut short or altered. Blocks for one round trip;
  * use [`fencelock_fenced_get_async`] not to block. Thread-safe.
  *
  * # Safety
@@ -1332,7 +1334,8 @@ fencelock_status fencelock_fenced_get(const struct fencelock_client *client,
  * (`NULL_ARGUMENT`) or a key that is not UTF-8 (`INVALID_UTF8`) fails this
  * call, and the callback is then never called; a key the read refuses
  * (empty, too long, of a lock key's form) is reported to the callback
- * (`INVALID_ARGUMENT`), as [`fencelock_fenced_set_async`] does.
+ * (`INVALID_ARGUMENT`), as [`fencelock_fenced_set_async`] does, and so is
+ * a value holding a NUL byte (see [`fencelock_fenced_get`]).
  * [`crate::fencelock_operation_cancel`] stops a read in flight: the
  * callback then gets `CANCELLED`. Never blocks. Thread-safe.
  *

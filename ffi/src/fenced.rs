@@ -7,7 +7,7 @@ use crate::args;
 use crate::boundary::{Failure, FfiResult, boundary};
 use crate::client::fencelock_client;
 use crate::dispatch::UserData;
-use crate::error::{c_string, fencelock_error};
+use crate::error::fencelock_error;
 use crate::fence::fencelock_fence;
 use crate::limits::FENCELOCK_MAX_HOLDER_ID;
 use crate::operation::{fencelock_done_callback, fencelock_operation, into_status, start, start_done};
@@ -142,7 +142,9 @@ unsafe fn fenced_write(
 ///
 /// On `OK`, `*value_out` receives a new NUL-terminated string the caller
 /// frees with [`fencelock_string_free`] (NULL when the key does not exist)
-/// and `*token_out` the token (0 when absent). Blocks for one round trip;
+/// and `*token_out` the token (0 when absent). A value holding a NUL byte
+/// (another front may write one) is `INVALID_ARGUMENT`: a C string cannot
+/// carry it, and it is never cut short or altered. Blocks for one round trip;
 /// use [`fencelock_fenced_get_async`] not to block. Thread-safe.
 ///
 /// # Safety
@@ -163,9 +165,12 @@ pub unsafe extern "C" fn fencelock_fenced_get(
             let key = args::text(key, "key")?.to_owned();
             let value_out = args::out(value_out, "value_out")?;
             let token_out = args::out(token_out, "token_out")?;
-            let read = async move { client.fenced_get(&key).await };
+            let read = {
+                let key = key.clone();
+                async move { client.fenced_get(&key).await }
+            };
             let (value, token) = match fencelock::block_on(read)?? {
-                Some((value, token)) => (c_string(value).into_raw(), token),
+                Some((value, token)) => (value_string(&key, value)?.into_raw(), token),
                 None => (std::ptr::null_mut(), 0),
             };
             value_out.write(value);
@@ -203,7 +208,8 @@ pub type fencelock_fenced_value_callback = Option<
 /// (`NULL_ARGUMENT`) or a key that is not UTF-8 (`INVALID_UTF8`) fails this
 /// call, and the callback is then never called; a key the read refuses
 /// (empty, too long, of a lock key's form) is reported to the callback
-/// (`INVALID_ARGUMENT`), as [`fencelock_fenced_set_async`] does.
+/// (`INVALID_ARGUMENT`), as [`fencelock_fenced_set_async`] does, and so is
+/// a value holding a NUL byte (see [`fencelock_fenced_get`]).
 /// [`crate::fencelock_operation_cancel`] stops a read in flight: the
 /// callback then gets `CANCELLED`. Never blocks. Thread-safe.
 ///
@@ -226,10 +232,26 @@ pub unsafe extern "C" fn fencelock_fenced_get_async(
             let client = args::object(client, "client")?.inner.clone();
             let key = args::text(key, "key")?.to_owned();
             let callback = callback.ok_or_else(|| Failure::null("callback"))?;
-            let work = async move { Ok(client.fenced_get(&key).await?) };
+            let work = async move {
+                match client.fenced_get(&key).await? {
+                    Some((value, token)) => Ok(Some((value_string(&key, value)?, token))),
+                    None => Ok(None),
+                }
+            };
             start(work, deliver_value(callback, UserData(user_data)), operation_out)
         })
     }
+}
+
+/// A fenced value as a C string; one holding a NUL byte (another front may
+/// write one) is refused, never cut short or altered.
+fn value_string(key: &str, value: String) -> FfiResult<CString> {
+    CString::new(value).map_err(|_| {
+        Failure::invalid(format!(
+            "the value of fenced key {key:?} holds a NUL byte, which a C string cannot carry; \
+             it was written by another front: write it without NUL bytes to read it from C"
+        ))
+    })
 }
 
 /// What ends a [`fencelock_fenced_get_async`]: hands the value (the
@@ -237,10 +259,10 @@ pub unsafe extern "C" fn fencelock_fenced_get_async(
 fn deliver_value(
     callback: unsafe extern "C" fn(*mut c_void, fencelock_status, *mut c_char, u64, *mut fencelock_error),
     user_data: UserData,
-) -> impl FnOnce(FfiResult<Option<(String, u64)>>) + Send + 'static {
+) -> impl FnOnce(FfiResult<Option<(CString, u64)>>) + Send + 'static {
     move |result| {
         let (value, token, result) = match result {
-            Ok(Some((value, token))) => (c_string(value).into_raw(), token, Ok(())),
+            Ok(Some((value, token))) => (value.into_raw(), token, Ok(())),
             Ok(None) => (std::ptr::null_mut(), 0, Ok(())),
             Err(failure) => (std::ptr::null_mut(), 0, Err(failure)),
         };

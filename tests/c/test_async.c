@@ -263,6 +263,19 @@ void test_async_reads_and_connect(void) {
   /* A key the read refuses is reported to the callback. */
   CHECK(FINISHED(record, fencelock_fenced_get_async(client, "", on_value, &record, NULL, NULL)));
   CHECK(record.status == FENCELOCK_STATUS_INVALID_ARGUMENT && record.value == NULL);
+  /* A value holding a NUL byte (another front may write one; Lua's "\0" puts
+     one there) is refused, not cut short or altered (before the fix: U+FFFD). */
+  char nul_value[256];
+  snprintf(nul_value, sizeof nul_value, "EVAL return(redis.call('HSET',KEYS[1],'value','a\\0b')) 1 %s", key);
+  redis(&trio, 0, nul_value);
+  CHECK(FINISHED(record, fencelock_fenced_get_async(client, key, on_value, &record, NULL, NULL)));
+  CHECK(record.status == FENCELOCK_STATUS_INVALID_ARGUMENT && record.value == NULL);
+  char *nul_read = (char *)0x1;
+  uint64_t nul_token = 1;
+  fencelock_error *nul_error = NULL;
+  CHECK_STATUS(fencelock_fenced_get(client, key, &nul_read, &nul_token, &nul_error), FENCELOCK_STATUS_INVALID_ARGUMENT);
+  CHECK(nul_error != NULL && strstr(fencelock_error_message(nul_error), "NUL byte") != NULL);
+  fencelock_error_free(nul_error);
 
   /* A semaphore's holders. */
   const char *name = unique("async-holders");
