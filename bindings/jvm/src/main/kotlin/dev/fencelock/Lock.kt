@@ -163,10 +163,20 @@ class Lock internal constructor(private val native: NativeLock) : AutoCloseable 
      * Releases the lock (blocking): the end of `use { }` or try-with-resources.
      * A second call does nothing; a lock lost before it throws [NotHeldException]
      * (which try-with-resources adds as suppressed when the block threw).
+     * It releases even on a thread whose interrupt flag is set (shutdown code
+     * often sets it again after catching an interrupt), and sets the flag
+     * again after.
      */
     override fun close() {
         if (closed) return
-        blocking { release() }
+        // runBlocking would throw at once on a flagged thread, before the
+        // release ever started: the lock would stay held.
+        val interrupted = Thread.interrupted()
+        try {
+            blocking { release() }
+        } finally {
+            if (interrupted) Thread.currentThread().interrupt()
+        }
     }
 
     /** After release: a lost lock's future gets its reason; a watch still waiting is stopped. */

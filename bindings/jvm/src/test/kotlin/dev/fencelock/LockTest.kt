@@ -109,6 +109,24 @@ class LockTest {
     }
 
     @Test
+    fun closeReleasesOnAThreadWhoseInterruptFlagIsSet() {
+        // Shutdown code often catches an InterruptedException and sets the
+        // flag again before try-with-resources closes the lock. Before the
+        // fix close() threw InterruptedException at once and the lock stayed.
+        val resource = unique("interrupted-close")
+        val lock = client.acquireBlocking(resource, Duration.ofSeconds(30), Duration.ofSeconds(1))
+        Thread.currentThread().interrupt()
+        try {
+            lock.close()
+            assertTrue(Thread.currentThread().isInterrupted, "close() cleared the interrupt flag")
+        } finally {
+            Thread.interrupted()
+        }
+        assertEquals(LockStatus.RELEASED, lock.status)
+        assertEquals("0", nodes.call(0, "EXISTS fencelock:{$resource}"), "the lock is still held on the node")
+    }
+
+    @Test
     fun lostSignalFiresWithDeletedWhenTheKeyIsDeleted() = runBlocking<Unit> {
         val resource = unique("lost")
         val lock = client.acquire(resource, ttl = ms(600), wait = Duration.ofSeconds(1))
