@@ -9,8 +9,11 @@
 //! it, and delegates each step to the future's own iterator: awaiting it is
 //! awaiting the future.
 
+use pyo3::exceptions::PyStopIteration;
 use pyo3::intern;
 use pyo3::prelude::*;
+
+use crate::lock::LockBase;
 
 /// A coroutine whose result is the result of an asyncio future.
 #[pyclass(module = "fencelock._native", name = "Operation")]
@@ -18,6 +21,9 @@ pub struct Operation {
     future: Py<PyAny>,
     /// `future.__await__()`, made on the first step.
     steps: Option<Py<PyAny>>,
+    /// Whether the result has an owner: a step handed it over
+    /// (`StopIteration`), or [`Operation::abandon`] released its lock.
+    settled: bool,
 }
 
 impl Operation {
@@ -25,7 +31,28 @@ impl Operation {
         Operation {
             future: future.unbind(),
             steps: None,
+            settled: false,
         }
+    }
+
+    /// Cancels the operation; when it had already ended with a lock that
+    /// no step handed over (the task was cancelled between the result and
+    /// its next step), nobody will have that lock: it is released.
+    fn abandon(&mut self, py: Python<'_>) -> PyResult<()> {
+        let future = self.future.bind(py);
+        let cancelled: bool = future.call_method0(intern!(py, "cancel"))?.extract()?;
+        if cancelled || self.settled || future.call_method0(intern!(py, "cancelled"))?.extract()? {
+            return Ok(());
+        }
+        self.settled = true;
+        if !future.call_method0(intern!(py, "exception"))?.is_none() {
+            return Ok(());
+        }
+        let result = future.call_method0(intern!(py, "result"))?;
+        if let Ok(lock) = result.cast::<LockBase>() {
+            lock.get().release_unclaimed(py)?;
+        }
+        Ok(())
     }
 
     fn steps<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -59,14 +86,17 @@ impl Operation {
     /// `StopIteration` with its result (or raises its exception).
     fn send(&mut self, py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<PyAny>> {
         let steps = self.steps(py)?;
-        steps
-            .call_method1(intern!(py, "send"), (value,))
-            .map(Bound::unbind)
+        let step = steps.call_method1(intern!(py, "send"), (value,));
+        if matches!(&step, Err(e) if e.is_instance_of::<PyStopIteration>(py)) {
+            self.settled = true;
+        }
+        step.map(Bound::unbind)
     }
 
     /// Throws into the coroutine (how a task delivers its cancellation, even
     /// before the first step): nobody will take the result now, so the
-    /// operation is cancelled first, and a lock it granted is released.
+    /// operation is cancelled first, and a lock it granted is released,
+    /// also one granted before the throw came ([`Operation::abandon`]).
     #[pyo3(signature = (kind, value=None, traceback=None))]
     fn throw(
         &mut self,
@@ -75,7 +105,7 @@ impl Operation {
         value: Option<Py<PyAny>>,
         traceback: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        self.future.bind(py).call_method0(intern!(py, "cancel"))?;
+        self.abandon(py)?;
         let steps = self.steps(py)?;
         let thrown = match (value, traceback) {
             (None, _) => steps.call_method1(intern!(py, "throw"), (kind,)),
@@ -87,9 +117,10 @@ impl Operation {
         thrown.map(Bound::unbind)
     }
 
-    /// Closes the coroutine: cancels the operation unless it has finished.
+    /// Closes the coroutine: cancels the operation unless it has finished,
+    /// and releases a lock it granted that no step handed over.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.future.bind(py).call_method0(intern!(py, "cancel"))?;
+        self.abandon(py)?;
         if let Some(steps) = &self.steps {
             steps.bind(py).call_method0(intern!(py, "close"))?;
         }

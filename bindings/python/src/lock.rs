@@ -141,6 +141,15 @@ impl LockBase {
         Ok(false)
     }
 
+    /// Starts the release of a lock nobody received (its acquire's task was
+    /// cancelled after the grant came back) on the core's runtime, where it
+    /// runs to its end; `settle` waits for it.
+    pub(crate) fn release_unclaimed(&self, py: Python<'_>) -> PyResult<()> {
+        let task = self.inner.release_task();
+        rt::handle(py)?.spawn(task);
+        Ok(())
+    }
+
     /// An awaitable release (`release`, `resign`, `async with`); errors are
     /// dropped when `quiet`.
     pub(crate) fn release_awaitable<'py>(&self, py: Python<'py>, quiet: bool) -> PyResult<Bound<'py, PyAny>> {

@@ -236,6 +236,33 @@ def test_a_cancel_that_loses_the_race_with_the_grant_releases_the_lock(
     assert r1.exists(lock_key(resource)) == 0, "the granted lock was left unreleased"
 
 
+def test_a_cancel_after_the_result_was_set_releases_the_lock(
+    url: str, resource: str, r1: "redis.Redis[str]"
+) -> None:
+    """The acquire's future already holds the lock when the task is cancelled
+    (asyncio.timeout or a TaskGroup sibling, in the same loop iteration), so
+    the cancellation is thrown into the coroutine before it hands the lock
+    over: nobody will have it, so it is released. Before the fix it was left
+    to block the resource for its ttl. The coroutine is stepped by hand to
+    make that order certain."""
+
+    async def main() -> None:
+        client = AsyncClient(url)
+        acquiring = client.acquire(resource, ttl=30, wait=5)
+        future = acquiring.send(None)  # the operation's asyncio future, yielded
+        await asyncio.wait({future})
+        assert r1.exists(lock_key(resource)) == 1
+        with pytest.raises(asyncio.CancelledError):
+            acquiring.throw(asyncio.CancelledError())
+        for _ in range(60):
+            if not r1.exists(lock_key(resource)):
+                break
+            await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    assert r1.exists(lock_key(resource)) == 0, "the lock nobody received was left unreleased"
+
+
 def test_every_awaitable_is_a_coroutine_for_asyncio_task_apis(url: str, resource: str) -> None:
     # What users write to wait for a lock while doing something else: each of
     # these needs a coroutine (create_task, TaskGroup) or any awaitable.
