@@ -145,7 +145,7 @@ impl Lock {
     /// majority (the lock is then marked lost), [`ErrorKind::NotHeld`] after
     /// release, [`ErrorKind::Unavailable`] if too few nodes answered.
     pub async fn extend(&self, ttl: Duration) -> Result<()> {
-        runtime::run(Box::pin(self.extend_task(ttl))).await?
+        runtime::run(self.extend_task(ttl)).await?
     }
 
     /// Checks the arguments of [`Lock::extend`] without sending anything, so a
@@ -184,7 +184,7 @@ impl Lock {
     /// release goes on if the caller stops waiting for it (the future is
     /// dropped); [`crate::Client::settle`] waits for it then.
     pub async fn release(&self) -> Result<()> {
-        runtime::run(Box::pin(self.release_task())).await?
+        runtime::run(self.release_task()).await?
     }
 
     /// The work of [`Lock::release`] as a `'static` future that owns what it
@@ -411,9 +411,9 @@ fn not_held(state: &LockState, why: &str) -> Error {
 
 impl Lock {
     /// Releases the lock in the background, without waiting: for a lock
-    /// nobody will use (see [`Unclaimed`]). [`crate::Client::settle`] waits
-    /// for it.
-    pub fn release_in_background(self) {
+    /// nobody will use (see [`Unclaimed`]), or one a front's caller can no
+    /// longer receive. [`crate::Client::settle`] waits for it.
+    pub fn release_in_background(&self) {
         let running = self.client.nodes.background.start();
         let release = self.release_task();
         if let Ok(runtime) = runtime::handle() {

@@ -165,12 +165,8 @@ pub unsafe extern "C" fn fencelock_fenced_get(
             let key = args::text(key, "key")?.to_owned();
             let value_out = args::out(value_out, "value_out")?;
             let token_out = args::out(token_out, "token_out")?;
-            let read = {
-                let key = key.clone();
-                async move { client.fenced_get(&key).await }
-            };
-            let (value, token) = match fencelock::block_on(read)?? {
-                Some((value, token)) => (value_string(&key, value)?.into_raw(), token),
+            let (value, token) = match fencelock::block_on(read_value(client, key))?? {
+                Some((value, token)) => (value.into_raw(), token),
                 None => (std::ptr::null_mut(), 0),
             };
             value_out.write(value);
@@ -232,14 +228,21 @@ pub unsafe extern "C" fn fencelock_fenced_get_async(
             let client = args::object(client, "client")?.inner.clone();
             let key = args::text(key, "key")?.to_owned();
             let callback = callback.ok_or_else(|| Failure::null("callback"))?;
-            let work = async move {
-                match client.fenced_get(&key).await? {
-                    Some((value, token)) => Ok(Some((value_string(&key, value)?, token))),
-                    None => Ok(None),
-                }
-            };
-            start(work, deliver_value(callback, UserData(user_data)), operation_out)
+            start(
+                read_value(client, key),
+                deliver_value(callback, UserData(user_data)),
+                operation_out,
+            )
         })
+    }
+}
+
+/// The read of both `fencelock_fenced_get` forms: the value as a C string
+/// and its token, or `None` when the key does not exist.
+async fn read_value(client: fencelock::Client, key: String) -> FfiResult<Option<(CString, u64)>> {
+    match client.fenced_get(&key).await? {
+        Some((value, token)) => Ok(Some((value_string(&key, value)?, token))),
+        None => Ok(None),
     }
 }
 

@@ -50,7 +50,7 @@ impl Operation {
         }
         let result = future.call_method0(intern!(py, "result"))?;
         if let Ok(lock) = result.cast::<LockBase>() {
-            lock.get().release_unclaimed(py)?;
+            lock.get().release_unclaimed();
         }
         Ok(())
     }

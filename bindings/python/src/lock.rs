@@ -141,13 +141,11 @@ impl LockBase {
         Ok(false)
     }
 
-    /// Starts the release of a lock nobody received (its acquire's task was
-    /// cancelled after the grant came back) on the core's runtime, where it
-    /// runs to its end; `settle` waits for it.
-    pub(crate) fn release_unclaimed(&self, py: Python<'_>) -> PyResult<()> {
-        let task = self.inner.release_task();
-        rt::handle(py)?.spawn(task);
-        Ok(())
+    /// Releases, in the background, a lock nobody received (its acquire's
+    /// task was cancelled after the grant came back); `settle` waits for it.
+    pub(crate) fn release_unclaimed(&self) {
+        self.inner.stop_watcher();
+        self.inner.lock.release_in_background();
     }
 
     /// An awaitable release (`release`, `resign`, `async with`); errors are
