@@ -1404,17 +1404,40 @@ CREATE OR REPLACE FUNCTION __SCHEMA__.lua_leave(keys text[], args text[]) RETURN
 LANGUAGE plpgsql
 SET search_path = __SCHEMA__, pg_temp
 AS $$
+DECLARE
+  was_first boolean;
+  current text;
+  head text;
+  prefix text;
 BEGIN
+  -- local was_first = redis.call('ZRANK', KEYS[2], ARGV[1]) == 0
+  was_first := zrank(keys[2], args[1]) IS NOT DISTINCT FROM 0;
   -- redis.call('ZREM', KEYS[2], ARGV[1])
   PERFORM zrem(keys[2], args[1]);
   -- redis.call('ZREM', KEYS[3], ARGV[1])
   PERFORM zrem(keys[3], args[1]);
-  -- if redis.call('GET', KEYS[1]) == 'w:' .. ARGV[1] then
-  IF get(keys[1]) IS NOT DISTINCT FROM 'w:' || args[1] THEN
+  -- local current = redis.call('GET', KEYS[1])
+  current := get(keys[1]);
+  -- if current == 'w:' .. ARGV[1] then
+  IF current IS NOT DISTINCT FROM 'w:' || args[1] THEN
     -- hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
     PERFORM hand_off(keys[1], keys[2], keys[3], args[2], args[3]);
     -- return 1
     RETURN to_jsonb(1);
+  END IF;
+  -- if was_first and current == false then
+  IF was_first AND current IS NULL THEN
+    -- drop_expired(KEYS[2], KEYS[3], now_ms())
+    PERFORM drop_expired(keys[2], keys[3], now_ms());
+    -- local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    head := (zrange(keys[2], '0', '0'))[1];
+    -- if head then
+    IF head IS NOT NULL THEN
+      -- local prefix = string.match(KEYS[1], '^[^{]*')
+      prefix := split_part(keys[1], '{', 1);
+      -- redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. KEYS[1])
+      PERFORM publish(prefix || 'wake:' || left(head, 32), head || ' ' || keys[1]);
+    END IF;
   END IF;
   -- return 0
   RETURN to_jsonb(0);
@@ -1633,10 +1656,12 @@ BEGIN
   -- local chosen, absent, spare
   -- for i = 1, #slots do
   FOR i IN 1 .. cardinality(slots) LOOP
-    -- if mine and slots[i] == mine then chosen = i break end
-    IF mine IS NOT NULL AND slots[i] IS NOT DISTINCT FROM mine THEN chosen := i; EXIT; END IF;
-    -- if slots[i] == false then
-    IF slots[i] IS NULL THEN
+    -- if mine and slots[i] == mine then
+    IF mine IS NOT NULL AND slots[i] IS NOT DISTINCT FROM mine THEN
+      -- chosen = chosen or i
+      chosen := coalesce(chosen, i);
+    -- elseif slots[i] == false then
+    ELSIF slots[i] IS NULL THEN
       -- if absent then spare = spare or i else absent = i end
       IF absent IS NOT NULL THEN spare := coalesce(spare, i); ELSE absent := i; END IF;
     END IF;

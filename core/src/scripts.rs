@@ -191,6 +191,11 @@ return 0
 
 /// `LEAVE(KEYS = {lock, queue, leases}, ARGV = {waiter, window_ms, counted})`:
 /// takes a waiter out of the queue, passing on a hand-off reserved for it.
+/// A waiter that was first in line while the key is absent (a dead
+/// holder's key expired; a read-write lock's readers hold, and readers
+/// queued behind a writer that gives up may go in now) wakes the new first
+/// waiter, which may now take it and would otherwise find out at its next
+/// refresh.
 ///
 /// Returns 1 when a reservation was passed on, 0 otherwise.
 pub(crate) static LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
@@ -200,11 +205,21 @@ pub(crate) static LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
             WAITERS,
             HAND_OFF,
             r#"
+local was_first = redis.call('ZRANK', KEYS[2], ARGV[1]) == 0
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-if redis.call('GET', KEYS[1]) == 'w:' .. ARGV[1] then
+local current = redis.call('GET', KEYS[1])
+if current == 'w:' .. ARGV[1] then
   hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
   return 1
+end
+if was_first and current == false then
+  drop_expired(KEYS[2], KEYS[3], now_ms())
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if head then
+    local prefix = string.match(KEYS[1], '^[^{]*')
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. KEYS[1])
+  end
 end
 return 0
 "#,
@@ -267,8 +282,9 @@ local slots = redis.call('MGET', unpack(KEYS, 5))
 local mine = waiter ~= '' and 'w:' .. waiter
 local chosen, absent, spare
 for i = 1, #slots do
-  if mine and slots[i] == mine then chosen = i break end
-  if slots[i] == false then
+  if mine and slots[i] == mine then
+    chosen = chosen or i
+  elseif slots[i] == false then
     if absent then spare = spare or i else absent = i end
   end
 end

@@ -355,3 +355,47 @@ async fn releases_wake_the_waiters_in_turn() {
     // the first reader's release: about 13; polling would make dozens.
     assert!(calls <= 24, "{calls} script calls");
 }
+
+/// A writer that gives up while readers hold wakes the reader queued behind
+/// it as it leaves: the reader may go in now, and should not have to find
+/// out at its next refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_giving_up_wakes_the_reader_queued_behind_it() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let holder = client(&nodes).await;
+    let held = holder
+        .rw_lock("behind")
+        .unwrap()
+        .read(options(10_000, 0))
+        .await
+        .unwrap();
+    let writer_client = client(&nodes).await;
+    let writer = tokio::spawn(async move {
+        let rw = writer_client.rw_lock("behind").unwrap();
+        rw.write(options(10_000, 2_000)).await.map(|_| ())
+    });
+    assert!(wait_until(ms(5_000), || writers_waiting(&nodes[0], "behind") == 1).await);
+    let reader_client = client(&nodes).await;
+    let reader = tokio::spawn(async move {
+        let rw = reader_client.rw_lock("behind").unwrap();
+        rw.read(options(10_000, 10_000))
+            .await
+            .map(|read| (read, reader_client))
+    });
+    let queue = "fencelock:{behind}:rw:queue";
+    assert!(wait_until(ms(5_000), || members(&nodes[0], queue).len() == 2).await);
+    let queued = members(&nodes[0], queue);
+    let tap = WakeTap::start(&nodes[0]);
+    let gave_up = writer
+        .await
+        .unwrap()
+        .expect_err("the readers kept the writer out");
+    assert_eq!(gave_up.kind(), ErrorKind::Timeout);
+    assert!(
+        tap.saw(&queued[1], ms(2_000)).await,
+        "the writer left without waking the reader queued behind it"
+    );
+    let (read, _client) = reader.await.unwrap().expect("the reader got in");
+    read.release().await.unwrap();
+    held.release().await.unwrap();
+}

@@ -308,6 +308,53 @@ async fn a_release_wakes_the_next_waiter_in_order() {
     );
 }
 
+/// A waiter granted the permit reserved for it while another permit is
+/// free as well (its holder's key expired, which wakes nobody) wakes the
+/// next waiter for that one, instead of leaving it to find the free permit
+/// at its next refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_taking_its_reserved_permit_wakes_the_next_for_a_free_one() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let holders = client(&nodes).await;
+    let semaphore = holders.semaphore("spare", 2).unwrap();
+    let first = semaphore.acquire(options(10_000, 0)).await.unwrap();
+    let second = semaphore.acquire(options(10_000, 0)).await.unwrap();
+    let mut waiters = Vec::new();
+    for i in 0..2 {
+        let client = client(&nodes).await;
+        waiters.push(tokio::spawn(async move {
+            let permit = client
+                .semaphore("spare", 2)
+                .unwrap()
+                .acquire(options(10_000, 10_000))
+                .await;
+            (permit, client)
+        }));
+        let queued = wait_until(ms(5_000), || {
+            members(&nodes[0], "fencelock:{spare}:sem:queue").len() == i + 1
+        })
+        .await;
+        assert!(queued, "waiter {i} never entered the queue");
+    }
+    let queued = members(&nodes[0], "fencelock:{spare}:sem:queue");
+    let tap = WakeTap::start(&nodes[0]);
+    nodes[0].command(&["DEL", &slot_key("spare", second.permit().unwrap())]);
+    first.release().await.unwrap();
+    assert!(tap.saw(&queued[0], ms(2_000)).await, "the release woke nobody");
+    assert!(
+        tap.saw(&queued[1], ms(2_000)).await,
+        "the first waiter took its permit without waking the second for the free one"
+    );
+    for waiter in waiters {
+        let (permit, _client) = waiter.await.unwrap();
+        permit
+            .expect("every waiter got a permit")
+            .release()
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_waiters_take_permits_in_arrival_order() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());

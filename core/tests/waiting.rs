@@ -497,13 +497,7 @@ async fn waiters_each_handed_one_release_by_one_node_are_served_at_once() {
         .await
     );
     let (queue, _) = queue_keys("split3");
-    let members = match nodes[0].command(&["ZRANGE", &queue, "0", "-1"]) {
-        redis::Value::Array(members) => members
-            .into_iter()
-            .map(|member| redis::from_redis_value::<String>(member).unwrap())
-            .collect::<Vec<_>>(),
-        other => panic!("unexpected ZRANGE reply {other:?}"),
-    };
+    let members = members(&nodes[0], &queue);
     // Node i puts waiter i first: the release reserves each node for a
     // different waiter.
     for (node, member) in nodes.iter().zip(&members) {

@@ -142,11 +142,21 @@ if current == false then return -1 end
 return 0
 """,
     "LEAVE": "\n" + _WAITERS + "\n" + _HAND_OFF + """
+local was_first = redis.call('ZRANK', KEYS[2], ARGV[1]) == 0
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-if redis.call('GET', KEYS[1]) == 'w:' .. ARGV[1] then
+local current = redis.call('GET', KEYS[1])
+if current == 'w:' .. ARGV[1] then
   hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
   return 1
+end
+if was_first and current == false then
+  drop_expired(KEYS[2], KEYS[3], now_ms())
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if head then
+    local prefix = string.match(KEYS[1], '^[^{]*')
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. KEYS[1])
+  end
 end
 return 0
 """,
@@ -211,8 +221,9 @@ local slots = redis.call('MGET', unpack(KEYS, 5))
 local mine = waiter ~= '' and 'w:' .. waiter
 local chosen, absent, spare
 for i = 1, #slots do
-  if mine and slots[i] == mine then chosen = i break end
-  if slots[i] == false then
+  if mine and slots[i] == mine then
+    chosen = chosen or i
+  elseif slots[i] == false then
     if absent then spare = spare or i else absent = i end
   end
 end
@@ -395,11 +406,11 @@ return 0
 }
 SHAS = {  # §3, as printed; checked against the sources at import time
     "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "b72eded995974ad44d1d1af5a83f64189e24dcaa",
-    "LEAVE": "ea1589ea6bcefb0d20f916b1039b90813f547dc6",
+    "LEAVE": "3f48131743ef3e779b37ad8146757e3ac5c4822a",
     "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
     "ANNOUNCE": "24386894b776be97d7f8edfcf82681b94ef95547",
-    "SEM_ACQUIRE": "0d0bb3fea7ac70aa94a6cdc44f57c3a1311444b5",
+    "SEM_ACQUIRE": "d8de36bfe83c87767e261e0a5c6a6cf25d7da93a",
     "SEM_LEAVE": "549a40d5e5365b2e5fa46781bb8a2e6fe731b901",
     "SEM_UNDO": "617c3c8a23c256b557f87659aa1f127b1637bc57",
     "WRITE_ACQUIRE": "5f50b13f5ef60067e42375f9d997d12ad2c30fb0",

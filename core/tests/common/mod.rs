@@ -423,3 +423,62 @@ pub fn block_off_runtime<F: std::future::Future>(future: F) -> F::Output {
         std::thread::park();
     }
 }
+
+/// Every wake-up a node publishes (`fencelock:wake:*`, docs/protocol.md
+/// §4.9), seen by a pattern subscriber on a thread of its own. The
+/// subscriber counts as a listener on every waiter's channel, so while it
+/// listens no release skips a waiter as gone.
+pub struct WakeTap {
+    messages: std::sync::mpsc::Receiver<String>,
+}
+
+impl WakeTap {
+    /// Subscribes and returns once the subscription is in place.
+    pub fn start(node: &RedisNode) -> Self {
+        let mut connection = node.connection();
+        let (sender, messages) = std::sync::mpsc::channel();
+        let (subscribed, ready) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut pubsub = connection.as_pubsub();
+            pubsub.psubscribe("fencelock:wake:*").unwrap();
+            pubsub.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+            subscribed.send(()).unwrap();
+            loop {
+                if let Ok(message) = pubsub.get_message() {
+                    let payload: String = message.get_payload().unwrap();
+                    if sender.send(payload).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        ready.recv().unwrap();
+        Self { messages }
+    }
+
+    /// Waits up to `limit` for a wake-up naming `waiter` (messages are
+    /// `<waiter id> <key>`), dropping the others.
+    pub async fn saw(&self, waiter: &str, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            while let Ok(message) = self.messages.try_recv() {
+                if message.split(' ').next() == Some(waiter) {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        false
+    }
+}
+
+/// The members of a sorted set on `node`, in order.
+pub fn members(node: &RedisNode, key: &str) -> Vec<String> {
+    match node.command(&["ZRANGE", key, "0", "-1"]) {
+        redis::Value::Array(items) => items
+            .into_iter()
+            .map(|member| redis::from_redis_value::<String>(member).unwrap())
+            .collect(),
+        other => panic!("unexpected ZRANGE reply {other:?}"),
+    }
+}
