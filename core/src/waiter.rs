@@ -221,6 +221,7 @@ impl Waiter {
         if entered == 0 {
             return None;
         }
+        self.registration.departing(&self.leave);
         self.leave
             .in_background(&self.client.nodes, &self.registration.id, move |i| {
                 i < 128 && entered & (1 << i) != 0

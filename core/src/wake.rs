@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use tokio::sync::Notify;
@@ -21,6 +21,7 @@ use tokio::task::AbortHandle;
 
 use crate::error::Result;
 use crate::node_set::NodeSet;
+use crate::queue::{Leave, WAITER_LEASE};
 use crate::token::LockToken;
 
 /// The pause before a subscriber that lost its connection (or could not
@@ -43,6 +44,11 @@ pub(crate) struct Wakeups {
 struct Registry {
     next: AtomicU64,
     waiting: Mutex<HashMap<u64, Arc<WakeSlot>>>,
+    /// Waiters that stopped waiting while some node may still queue them,
+    /// with how to leave and until when a node may: a wake-up for one
+    /// means its leave has not reached that node (see
+    /// [`Subscriber::leave_again`]).
+    departed: Mutex<HashMap<u64, (Leave, Instant)>>,
     /// How many nodes must have handed a waiter the lock before it tries:
     /// the quorum (a try on fewer reservations than that cannot succeed).
     quorum: usize,
@@ -127,6 +133,21 @@ impl Registration {
         }
     }
 
+    /// Records that this waiter stops waiting and leaves with `leave`: a
+    /// node that its leave does not reach keeps it queued until its lease
+    /// runs out, and hands it every release there meanwhile. A wake-up for
+    /// it until then sends that node the leave again.
+    pub(crate) fn departing(&self, leave: &Leave) {
+        let now = Instant::now();
+        // Its lease ran from its last attempt, before now; the margin
+        // covers a wake-up published just before the lease ended and
+        // delivered late.
+        let until = now + WAITER_LEASE * 2;
+        let mut departed = lock(&self.registry.departed);
+        departed.retain(|_, (_, until)| *until > now);
+        departed.insert(self.seq, (leave.clone(), until));
+    }
+
     /// Resolves once any node handed this waiter the lock since the last
     /// [`Registration::attempting`] (at once if one did).
     pub(crate) async fn handed_any(&self) {
@@ -147,6 +168,7 @@ impl Registration {
         let registry = Arc::new(Registry {
             next: AtomicU64::new(seq + 1),
             waiting: Mutex::default(),
+            departed: Mutex::default(),
             quorum: 1,
             listening: Vec::new(),
             started_listening: Notify::new(),
@@ -177,6 +199,7 @@ impl Wakeups {
         let registry = Arc::new(Registry {
             next: AtomicU64::new(1),
             waiting: Mutex::default(),
+            departed: Mutex::default(),
             quorum: nodes.quorum().needed(),
             listening: nodes.nodes().iter().map(|_| AtomicBool::new(false)).collect(),
             started_listening: Notify::new(),
@@ -289,9 +312,10 @@ impl Subscriber {
     }
 
     /// Wakes the `acquire` a message names (`<waiter id> <lock key>`). A
-    /// message for a waiter that no longer waits is dropped: it left every
-    /// queue that may still hold it when it stopped ([`crate::waiter`]),
-    /// and that leave passes on a hand-off reserved for it.
+    /// waiter that no longer waits left every queue that may still hold it
+    /// when it stopped ([`crate::waiter`]), and that leave passes on a
+    /// hand-off reserved for it; a message for it is the node's word that
+    /// the leave may not have reached it ([`Subscriber::leave_again`]).
     fn route(&self, payload: &[u8]) {
         let Some((waiter, key)) = std::str::from_utf8(payload)
             .ok()
@@ -307,12 +331,38 @@ impl Subscriber {
             return;
         };
         let Some(slot) = lock(&self.registry.waiting).get(&seq).cloned() else {
+            self.leave_again(seq, waiter);
             return;
         };
         if slot.handed_by(self.index, key, self.registry.quorum) {
             slot.notify.notify_one();
         }
         slot.any.notify_one();
+    }
+
+    /// A node woke a waiter that stopped waiting. Either the wake-up was
+    /// on its way when the waiter left (and its leave passed the hand-off
+    /// on), or the leave never reached this node (its connection was being
+    /// made again): then the node keeps the waiter first in line, reserves
+    /// each release for it, unused, for a hand-off window, and the waiters
+    /// behind it come back only at their next refresh. So the leave goes to
+    /// this node again; in the first case it finds nothing to do.
+    fn leave_again(&self, seq: u64, waiter: &str) {
+        let leave = {
+            let mut departed = lock(&self.registry.departed);
+            match departed.get(&seq) {
+                Some((_, until)) if *until <= Instant::now() => {
+                    departed.remove(&seq);
+                    None
+                }
+                found => found.map(|(leave, _)| leave.clone()),
+            }
+        };
+        if let Some(leave) = leave {
+            let index = self.index;
+            tracing::debug!(node = %self.nodes.nodes()[index].endpoint(), waiter, "woken after it left; leaving that node again");
+            leave.in_background(&self.nodes, waiter, move |i| i == index);
+        }
     }
 }
 

@@ -543,3 +543,54 @@ async fn a_timed_out_waiter_is_out_of_every_queue_when_acquire_returns() {
         lock.release().await.unwrap();
     }
 }
+
+/// A waiter whose LEAVE did not reach a node (here it is put back first in
+/// that node's line, with a lease that never ends, right after it gave up)
+/// is handed the next release there. Its client, woken for a waiter that no
+/// longer waits, sends that node the leave again, which hands the lock on
+/// to the next waiter at once, instead of leaving it reserved and unused
+/// for the whole hand-off window (10 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_woken_after_it_left_leaves_that_node_again() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    // The hand-off window is twice the releasing client's per-node timeout.
+    let holder_client = builder(&nodes)
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .build()
+        .await
+        .unwrap();
+    let holder = holder_client
+        .acquire("lost-leave", options(20_000, 0))
+        .await
+        .unwrap();
+    let gone_client = client(&nodes).await;
+    let gone = tokio::spawn(async move {
+        let gave_up = gone_client.acquire("lost-leave", options(10_000, 1_500)).await;
+        (gave_up.map(|_| ()), gone_client)
+    });
+    assert!(wait_until(ms(3_000), || queue_len(&nodes[0], "lost-leave") == 1).await);
+    let gone_id = members(&nodes[0], &queue_keys("lost-leave").0)[0].clone();
+    let next_client = client(&nodes).await;
+    let next = tokio::spawn(async move {
+        let lock = next_client.acquire("lost-leave", options(10_000, 15_000)).await;
+        lock.map(|lock| (lock, next_client))
+    });
+    assert!(wait_until(ms(3_000), || queue_len(&nodes[0], "lost-leave") == 2).await);
+    let (gave_up, _gone_client) = gone.await.unwrap();
+    assert_eq!(gave_up.unwrap_err().kind(), fencelock::ErrorKind::Timeout);
+    queue_waiter(&nodes[0], "lost-leave", &gone_id, 0);
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let (lock, _next_client) = next.await.unwrap().expect("the next waiter got the lock");
+    let took = released.elapsed();
+    assert!(
+        took < ms(3_000),
+        "the lock sat reserved for the waiter that had left for {took:?}"
+    );
+    assert_eq!(
+        queue_len(&nodes[0], "lost-leave"),
+        0,
+        "the waiter that left is still queued"
+    );
+    lock.release().await.unwrap();
+}
