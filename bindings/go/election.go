@@ -74,6 +74,7 @@ func (c *Client) Campaign(ctx context.Context, name string, ttl time.Duration, v
 	if err != nil {
 		return nil, err
 	}
+	waitMs, deadlineBound := waitWithin(ctx, waitMs)
 	if len(value) > limits.MaxLeaderValueBytes {
 		return nil, newError(KindInvalidArgument, "the leader value is %d bytes: at most %d", len(value), limits.MaxLeaderValueBytes)
 	}
@@ -84,7 +85,7 @@ func (c *Client) Campaign(ctx context.Context, name string, ttl time.Duration, v
 		cvalue = C.CBytes(value)
 		defer C.free(cvalue)
 	}
-	lock, lerr := c.finishAcquire(ctx, "campaign", name, func(handle C.uintptr_t, op **C.fencelock_operation, cerr **C.fencelock_error) *Error {
+	lock, lerr := c.finishAcquire(ctx, "campaign", name, deadlineBound, func(handle C.uintptr_t, op **C.fencelock_operation, cerr **C.fencelock_error) *Error {
 		return c.use(func(client *C.fencelock_client) *Error {
 			return started(C.go_campaign(client, cname, C.uint64_t(ttlMs), C.uint64_t(waitMs),
 				(*C.uint8_t)(cvalue), C.size_t(len(value)), handle, op, cerr), *cerr)

@@ -61,12 +61,14 @@ func WithMaxRenewals(n int) LockOption {
 	return func(c *lockConfig) { c.maxRenewals = &n }
 }
 
-// nativeLockOptions builds the C options of one acquire; try forces one
-// attempt. The caller frees them (the acquire copies what it needs).
-func nativeLockOptions(ttl time.Duration, opts []LockOption, try bool) (*C.fencelock_lock_options, *Error) {
+// nativeLockOptions builds the C options of one acquire under ctx; try
+// forces one attempt. The caller frees them (the acquire copies what it
+// needs). It reports whether ctx's deadline bounds the wait (see
+// waitWithin).
+func nativeLockOptions(ctx context.Context, ttl time.Duration, opts []LockOption, try bool) (*C.fencelock_lock_options, bool, *Error) {
 	ttlMs, err := ttlMillis(ttl)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var config lockConfig
 	for _, opt := range opts {
@@ -83,21 +85,22 @@ func nativeLockOptions(ttl time.Duration, opts []LockOption, try bool) (*C.fence
 	}
 	waitMs, err := waitMillis(wait)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	waitMs, deadlineBound := waitWithin(ctx, waitMs)
 	var maxHoldMs uint64
 	if config.maxHold != nil {
 		if *config.maxHold <= 0 {
-			return nil, newError(KindInvalidArgument, "max hold %v must be positive", *config.maxHold)
+			return nil, false, newError(KindInvalidArgument, "max hold %v must be positive", *config.maxHold)
 		}
 		maxHoldMs = uint64(*config.maxHold / time.Millisecond)
 	}
 	if config.maxRenewals != nil && (*config.maxRenewals < 0 || *config.maxRenewals > math.MaxUint32) {
-		return nil, newError(KindInvalidArgument, "max renewals %d is out of range: give 0 to %d", *config.maxRenewals, uint32(math.MaxUint32))
+		return nil, false, newError(KindInvalidArgument, "max renewals %d is out of range: give 0 to %d", *config.maxRenewals, uint32(math.MaxUint32))
 	}
 	var o *C.fencelock_lock_options
 	if C.fencelock_lock_options_new(C.uint64_t(ttlMs), &o) != C.FENCELOCK_STATUS_OK {
-		return nil, newError(KindInternal, "could not create lock options")
+		return nil, false, newError(KindInternal, "could not create lock options")
 	}
 	C.fencelock_lock_options_set_wait_ms(o, C.uint64_t(waitMs))
 	C.fencelock_lock_options_set_fair(o, C.bool(config.fair))
@@ -110,7 +113,7 @@ func nativeLockOptions(ttl time.Duration, opts []LockOption, try bool) (*C.fence
 	if config.maxRenewals != nil {
 		C.fencelock_lock_options_set_max_renewals(o, C.uint32_t(*config.maxRenewals))
 	}
-	return o, nil
+	return o, deadlineBound, nil
 }
 
 // beginAcquire starts one native acquire with these options.
@@ -123,25 +126,54 @@ func (c *Client) acquire(ctx context.Context, what, name string, ttl time.Durati
 	if err := checkName(what, name); err != nil {
 		return nil, err
 	}
-	options, err := nativeLockOptions(ttl, opts, try)
+	options, deadlineBound, err := nativeLockOptions(ctx, ttl, opts, try)
 	if err != nil {
 		return nil, err
 	}
 	defer C.fencelock_lock_options_free(options)
 	cname := cString(name)
 	defer freeCString(cname)
-	return c.finishAcquire(ctx, what, name, func(handle C.uintptr_t, op **C.fencelock_operation, cerr **C.fencelock_error) *Error {
+	return c.finishAcquire(ctx, what, name, deadlineBound, func(handle C.uintptr_t, op **C.fencelock_operation, cerr **C.fencelock_error) *Error {
 		return c.use(func(client *C.fencelock_client) *Error {
 			return started(begin(client, cname, options, handle, op, cerr), *cerr)
 		})
 	})
 }
 
+// waitWithin cuts an acquire's wait (in milliseconds) to ctx's deadline
+// and reports whether it did. A waiter whose wait runs out leaves every
+// queue before the acquire returns, so that a release the caller makes
+// next is not handed to it; one whose ctx is cancelled leaves in the
+// background. A deadline is a wait bound known in advance, so it takes the
+// first path.
+func waitWithin(ctx context.Context, waitMs uint64) (uint64, bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return waitMs, false
+	}
+	left := max(time.Until(deadline), 0)
+	if uint64(left/time.Millisecond) >= waitMs {
+		return waitMs, false
+	}
+	return uint64(left / time.Millisecond), true
+}
+
 // finishAcquire runs a started acquire to its end and wraps the lock.
-func (c *Client) finishAcquire(ctx context.Context, what, name string, start starter) (*Lock, error) {
-	result, ctxErr, err := run[acquireResult](ctx, start)
+// deadlineBound: its wait was cut to ctx's deadline (waitWithin), so it is
+// left to end by itself then, and its running out is ctx's.
+func (c *Client) finishAcquire(ctx context.Context, what, name string, deadlineBound bool, start starter) (*Lock, error) {
+	runAcquire := run[acquireResult]
+	if deadlineBound {
+		runAcquire = boundedByDeadline[acquireResult]
+	}
+	result, ctxErr, err := runAcquire(ctx, start)
 	if err != nil {
 		return nil, err
+	}
+	if deadlineBound && result.err != nil && (result.err.Kind == KindTimeout || result.err.Kind == KindNotAcquired) {
+		// The wait, cut to the deadline, ran out at it (or, cut to under a
+		// millisecond, made one attempt).
+		ctxErr = context.DeadlineExceeded
 	}
 	if ctxErr != nil {
 		if result.lock != nil {
@@ -158,8 +190,11 @@ func (c *Client) finishAcquire(ctx context.Context, what, name string, start sta
 
 // Acquire takes the lock on resource for ttl, waiting while another owner
 // holds it: until ctx ends (the error then wraps ctx.Err() and nothing is
-// left held) or for the WithWait bound (ErrTimeout). The lock is renewed
-// automatically until Release (see LockAutoRenew); Lost reports a loss.
+// left held) or for the WithWait bound (ErrTimeout). A ctx deadline bounds
+// the wait as WithWait does: the waiter has left every queue when Acquire
+// returns (it waits up to one node timeout for the nodes to answer). The
+// lock is renewed automatically until Release (see LockAutoRenew); Lost
+// reports a loss.
 //
 // Errors: ErrTimeout, ErrUnavailable (no majority of nodes answered),
 // ErrInvalidArgument (empty resource or one over Limits.MaxResourceBytes, a

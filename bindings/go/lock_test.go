@@ -198,13 +198,17 @@ func TestAcquireCancelledByContext(t *testing.T) {
 	}
 	leftTheQueue("cancelled")
 
-	// A deadline: ErrTimeout and context.DeadlineExceeded.
-	short, stop := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// A deadline: ErrTimeout and context.DeadlineExceeded. It bounds the
+	// wait as WithWait does, so the waiter has left the queue by the time
+	// Acquire returns: a release made next is not handed to it.
+	short, stop := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer stop()
 	if _, err := waiter.Acquire(short, resource, 5*time.Second); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrTimeout) {
 		t.Fatalf("Acquire past its deadline: %v", err)
 	}
-	leftTheQueue("timed-out")
+	if queued := n.call(t, 0, "ZCARD", queue); queued != "0" {
+		t.Fatalf("%s waiter(s) still queued when the Acquire past its deadline returned", queued)
+	}
 	// Already cancelled: nothing starts.
 	if _, err := waiter.Acquire(ctx, resource, 5*time.Second); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire with a cancelled context: %v", err)
@@ -221,6 +225,47 @@ func TestAcquireCancelledByContext(t *testing.T) {
 	_ = next.Release(context.Background())
 	if m, err := waiter.Metrics(); err != nil || m.Waiting != 0 || m.Held != 0 {
 		t.Fatalf("metrics after cancelled waits: %+v, %v", m, err)
+	}
+}
+
+// A ctx deadline bounds an Acquire's wait as WithWait does: the waiter has
+// left the queue by the time Acquire returns, so a release made next is not
+// handed to a waiter that is gone, even when the node is slow to answer its
+// leave (here it pauses writes, scripts among them, across the deadline).
+// A cancelled ctx leaves in the background instead.
+func TestAcquirePastItsDeadlineHasLeftTheQueue(t *testing.T) {
+	t.Parallel()
+	n := startNodes(t, "--nodes", "1") // its own node: it pauses
+	holder, waiter := newClient(t, n.URLs), newClient(t, n.URLs)
+	resource := unique(t)
+	lock, err := holder.Acquire(context.Background(), resource, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.Acquire(ctx, resource, 5*time.Second)
+		done <- err
+	}()
+	queue := "fencelock:{" + resource + "}:queue"
+	for n.call(t, 0, "ZCARD", queue) == "0" {
+		if ctx.Err() != nil {
+			t.Fatal("the waiter never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	n.call(t, 0, "CLIENT", "PAUSE", "800", "WRITE")
+	err = <-done
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Acquire past its deadline: %v; want context.DeadlineExceeded and ErrTimeout", err)
+	}
+	if queued := n.call(t, 0, "ZCARD", queue); queued != "0" {
+		t.Fatalf("%s waiter(s) still queued when the Acquire past its deadline returned", queued)
+	}
+	if err := lock.Release(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"runtime/cgo"
 )
 
@@ -21,7 +22,7 @@ type starter func(handle C.uintptr_t, op **C.fencelock_operation, cerr **C.fence
 // outcome if the operation had already finished): no goroutine or thread
 // is left blocked, and the caller sees the real outcome beside ctx.Err().
 func run[T any](ctx context.Context, start starter) (result T, ctxErr error, err *Error) {
-	return runOperation[T](ctx, start, false)
+	return runOperation[T](ctx, start, cancelOperation)
 }
 
 // detached is run for an operation that must happen whatever ctx says (a
@@ -29,11 +30,29 @@ func run[T any](ctx context.Context, start starter) (result T, ctxErr error, err
 // and when ctx ends first it returns at once and lets the operation finish
 // in the background (its callback still frees what it holds).
 func detached[T any](ctx context.Context, start starter) (result T, ctxErr error, err *Error) {
-	return runOperation[T](ctx, start, true)
+	return runOperation[T](ctx, start, detachOperation)
 }
 
-func runOperation[T any](ctx context.Context, start starter, detach bool) (result T, ctxErr error, err *Error) {
-	if e := ctx.Err(); e != nil && !detach {
+// boundedByDeadline is run for an operation whose own time limit is ctx's
+// deadline (an acquire whose wait was cut to it): when the deadline passes
+// it waits for the operation, which ends within about a per-node timeout by
+// itself and cleans up before it does, instead of cancelling it. A ctx
+// cancelled before its deadline still cancels.
+func boundedByDeadline[T any](ctx context.Context, start starter) (result T, ctxErr error, err *Error) {
+	return runOperation[T](ctx, start, finishAtDeadline)
+}
+
+// onContextEnd says what runOperation does when ctx ends first.
+type onContextEnd int
+
+const (
+	cancelOperation  onContextEnd = iota // cancel the operation, wait for its callback
+	detachOperation                      // return at once, the operation goes on
+	finishAtDeadline                     // at the deadline, wait for the operation
+)
+
+func runOperation[T any](ctx context.Context, start starter, onEnd onContextEnd) (result T, ctxErr error, err *Error) {
+	if e := ctx.Err(); e != nil && onEnd != detachOperation {
 		return result, e, nil
 	}
 	results := make(chan T, 1) // the callback never blocks on it
@@ -49,8 +68,11 @@ func runOperation[T any](ctx context.Context, start starter, detach bool) (resul
 	case result = <-results:
 		return result, nil, nil
 	case <-ctx.Done():
-		if detach {
+		switch {
+		case onEnd == detachOperation:
 			return result, ctx.Err(), nil
+		case onEnd == finishAtDeadline && errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return <-results, ctx.Err(), nil
 		}
 		C.fencelock_operation_cancel(op)
 		return <-results, ctx.Err(), nil
