@@ -20,9 +20,10 @@
 // Waiting: Acquire waits while another owner holds the lock, until ctx ends
 // (then nothing is left held or queued) or for WithWait; a ctx deadline
 // bounds the wait as WithWait does, so the waiter has left the queue when
-// Acquire returns, where a cancelled ctx leaves it in the background (a
-// release made at once may be handed to the waiter that is going, and pass
-// on about a round trip later); TryAcquire makes
+// Acquire returns (up to about two node timeouts after the deadline), where
+// a cancelled ctx leaves it in the background (a release made at once may
+// be handed to the waiter that is going, and pass on about a round trip
+// later); TryAcquire makes
 // one attempt and returns an error matching ErrNotAcquired when the lock is
 // held elsewhere. Waits are cancelled inside the library (its _async calls
 // and fencelock_operation_cancel): no goroutine or thread stays blocked.

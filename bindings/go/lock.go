@@ -140,22 +140,23 @@ func (c *Client) acquire(ctx context.Context, what, name string, ttl time.Durati
 	})
 }
 
-// waitWithin cuts an acquire's wait (in milliseconds) to ctx's deadline
-// and reports whether it did. A waiter whose wait runs out leaves every
-// queue before the acquire returns, so that a release the caller makes
-// next is not handed to it; one whose ctx is cancelled leaves in the
-// background. A deadline is a wait bound known in advance, so it takes the
-// first path.
+// waitWithin cuts an acquire's wait (in milliseconds) to ctx's deadline,
+// rounded up so that it does not run out before ctx does, and reports
+// whether it did. A waiter whose wait runs out leaves every queue before
+// the acquire returns, so that a release the caller makes next is not
+// handed to it; one whose ctx is cancelled leaves in the background. A
+// deadline is a wait bound known in advance, so it takes the first path.
 func waitWithin(ctx context.Context, waitMs uint64) (uint64, bool) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		return waitMs, false
 	}
 	left := max(time.Until(deadline), 0)
-	if uint64(left/time.Millisecond) >= waitMs {
+	leftMs := uint64((left + time.Millisecond - 1) / time.Millisecond)
+	if leftMs >= waitMs {
 		return waitMs, false
 	}
-	return uint64(left / time.Millisecond), true
+	return leftMs, true
 }
 
 // finishAcquire runs a started acquire to its end and wraps the lock.
@@ -171,8 +172,8 @@ func (c *Client) finishAcquire(ctx context.Context, what, name string, deadlineB
 		return nil, err
 	}
 	if deadlineBound && result.err != nil && (result.err.Kind == KindTimeout || result.err.Kind == KindNotAcquired) {
-		// The wait, cut to the deadline, ran out at it (or, cut to under a
-		// millisecond, made one attempt).
+		// The wait, cut to the deadline, ran out at it (or, with the
+		// deadline passed as it started, made one attempt).
 		ctxErr = context.DeadlineExceeded
 	}
 	if ctxErr != nil {
@@ -192,9 +193,9 @@ func (c *Client) finishAcquire(ctx context.Context, what, name string, deadlineB
 // holds it: until ctx ends (the error then wraps ctx.Err() and nothing is
 // left held) or for the WithWait bound (ErrTimeout). A ctx deadline bounds
 // the wait as WithWait does: the waiter has left every queue when Acquire
-// returns (it waits up to one node timeout for the nodes to answer). The
-// lock is renewed automatically until Release (see LockAutoRenew); Lost
-// reports a loss.
+// returns, which may be up to about two node timeouts after the deadline
+// (an attempt on its way, then the leave). The lock is renewed
+// automatically until Release (see LockAutoRenew); Lost reports a loss.
 //
 // Errors: ErrTimeout, ErrUnavailable (no majority of nodes answered),
 // ErrInvalidArgument (empty resource or one over Limits.MaxResourceBytes, a

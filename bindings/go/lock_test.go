@@ -242,27 +242,37 @@ func TestAcquirePastItsDeadlineHasLeftTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithTimeout(context.Background(), 400*time.Millisecond)
-	defer stop()
-	done := make(chan error, 1)
-	go func() {
-		_, err := waiter.Acquire(ctx, resource, 5*time.Second)
-		done <- err
-	}()
 	queue := "fencelock:{" + resource + "}:queue"
-	for n.call(t, 0, "ZCARD", queue) == "0" {
-		if ctx.Err() != nil {
-			t.Fatal("the waiter never queued")
+	calls := map[string]func(ctx context.Context) error{
+		"Acquire": func(ctx context.Context) error {
+			_, err := waiter.Acquire(ctx, resource, 5*time.Second)
+			return err
+		},
+		// An election is a lock on its name: the holder leads.
+		"Campaign": func(ctx context.Context) error {
+			_, err := waiter.Campaign(ctx, resource, 5*time.Second, []byte("w"))
+			return err
+		},
+	}
+	for name, call := range calls {
+		ctx, stop := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- call(ctx) }()
+		for n.call(t, 0, "ZCARD", queue) == "0" {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: the waiter never queued", name)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	n.call(t, 0, "CLIENT", "PAUSE", "800", "WRITE")
-	err = <-done
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrTimeout) {
-		t.Fatalf("Acquire past its deadline: %v; want context.DeadlineExceeded and ErrTimeout", err)
-	}
-	if queued := n.call(t, 0, "ZCARD", queue); queued != "0" {
-		t.Fatalf("%s waiter(s) still queued when the Acquire past its deadline returned", queued)
+		n.call(t, 0, "CLIENT", "PAUSE", "800", "WRITE")
+		err := <-done
+		stop()
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrTimeout) {
+			t.Fatalf("%s past its deadline: %v; want context.DeadlineExceeded and ErrTimeout", name, err)
+		}
+		if queued := n.call(t, 0, "ZCARD", queue); queued != "0" {
+			t.Fatalf("%s waiter(s) still queued when the %s past its deadline returned", queued, name)
+		}
 	}
 	if err := lock.Release(context.Background()); err != nil {
 		t.Fatal(err)

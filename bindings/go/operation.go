@@ -35,9 +35,10 @@ func detached[T any](ctx context.Context, start starter) (result T, ctxErr error
 
 // boundedByDeadline is run for an operation whose own time limit is ctx's
 // deadline (an acquire whose wait was cut to it): when the deadline passes
-// it waits for the operation, which ends within about a per-node timeout by
-// itself and cleans up before it does, instead of cancelling it. A ctx
-// cancelled before its deadline still cancels.
+// it waits for the operation, which ends by itself within about two
+// per-node timeouts (an attempt on its way, then its leave) and cleans up
+// before it does, instead of cancelling it. A ctx cancelled before its
+// deadline still cancels.
 func boundedByDeadline[T any](ctx context.Context, start starter) (result T, ctxErr error, err *Error) {
 	return runOperation[T](ctx, start, finishAtDeadline)
 }

@@ -1410,14 +1410,16 @@ DECLARE
   head text;
   prefix text;
 BEGIN
+  -- local current = redis.call('GET', KEYS[1])
+  current := get(keys[1]);
+  -- if current == false then drop_expired(KEYS[2], KEYS[3], now_ms()) end
+  IF current IS NULL THEN PERFORM drop_expired(keys[2], keys[3], now_ms()); END IF;
   -- local was_first = redis.call('ZRANK', KEYS[2], ARGV[1]) == 0
   was_first := zrank(keys[2], args[1]) IS NOT DISTINCT FROM 0;
   -- redis.call('ZREM', KEYS[2], ARGV[1])
   PERFORM zrem(keys[2], args[1]);
   -- redis.call('ZREM', KEYS[3], ARGV[1])
   PERFORM zrem(keys[3], args[1]);
-  -- local current = redis.call('GET', KEYS[1])
-  current := get(keys[1]);
   -- if current == 'w:' .. ARGV[1] then
   IF current IS NOT DISTINCT FROM 'w:' || args[1] THEN
     -- hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
@@ -1427,8 +1429,6 @@ BEGIN
   END IF;
   -- if was_first and current == false then
   IF was_first AND current IS NULL THEN
-    -- drop_expired(KEYS[2], KEYS[3], now_ms())
-    PERFORM drop_expired(keys[2], keys[3], now_ms());
     -- local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
     head := (zrange(keys[2], '0', '0'))[1];
     -- if head then
@@ -1761,15 +1761,31 @@ SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   slots text[];
+  absent boolean;
+  was_first boolean;
   passed integer;
+  head text;
+  size text;
+  prefix text;
   i integer;
 BEGIN
+  -- local slots = redis.call('MGET', unpack(KEYS, 3))
+  slots := mget(VARIADIC keys[3:]);
+  -- local absent = false
+  absent := false;
+  -- for i = 1, #slots do
+  FOR i IN 1 .. cardinality(slots) LOOP
+    -- if slots[i] == false then absent = true end
+    IF slots[i] IS NULL THEN absent := true; END IF;
+  END LOOP;
+  -- if absent then drop_expired(KEYS[1], KEYS[2], now_ms()) end
+  IF absent THEN PERFORM drop_expired(keys[1], keys[2], now_ms()); END IF;
+  -- local was_first = redis.call('ZRANK', KEYS[1], ARGV[1]) == 0
+  was_first := zrank(keys[1], args[1]) IS NOT DISTINCT FROM 0;
   -- redis.call('ZREM', KEYS[1], ARGV[1])
   PERFORM zrem(keys[1], args[1]);
   -- redis.call('ZREM', KEYS[2], ARGV[1])
   PERFORM zrem(keys[2], args[1]);
-  -- local slots = redis.call('MGET', unpack(KEYS, 3))
-  slots := mget(VARIADIC keys[3:]);
   -- local passed = 0
   passed := 0;
   -- for i = 1, #slots do
@@ -1782,6 +1798,20 @@ BEGIN
       passed := passed + 1;
     END IF;
   END LOOP;
+  -- if was_first and absent and passed == 0 then
+  IF was_first AND absent AND passed = 0 THEN
+    -- local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+    head := (zrange(keys[1], '0', '0'))[1];
+    -- if head then
+    IF head IS NOT NULL THEN
+      -- local size = string.sub(KEYS[1], 1, -6) .. 'permits'
+      size := left(keys[1], -5) || 'permits';
+      -- local prefix = string.match(KEYS[1], '^[^{]*')
+      prefix := split_part(keys[1], '{', 1);
+      -- redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. size)
+      PERFORM publish(prefix || 'wake:' || left(head, 32), head || ' ' || size);
+    END IF;
+  END IF;
   -- return passed
   RETURN to_jsonb(passed);
 END

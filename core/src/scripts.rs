@@ -191,11 +191,11 @@ return 0
 
 /// `LEAVE(KEYS = {lock, queue, leases}, ARGV = {waiter, window_ms, counted})`:
 /// takes a waiter out of the queue, passing on a hand-off reserved for it.
-/// A waiter that was first in line while the key is absent (a dead
-/// holder's key expired; a read-write lock's readers hold, and readers
-/// queued behind a writer that gives up may go in now) wakes the new first
-/// waiter, which may now take it and would otherwise find out at its next
-/// refresh.
+/// A waiter that was first in line (once expired waiters are dropped)
+/// while the key is absent (a dead holder's key expired; a read-write
+/// lock's readers hold, and readers queued behind a writer that gives up
+/// may go in now) wakes the new first waiter, which may now take it and
+/// would otherwise find out at its next refresh.
 ///
 /// Returns 1 when a reservation was passed on, 0 otherwise.
 pub(crate) static LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
@@ -205,16 +205,16 @@ pub(crate) static LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
             WAITERS,
             HAND_OFF,
             r#"
+local current = redis.call('GET', KEYS[1])
+if current == false then drop_expired(KEYS[2], KEYS[3], now_ms()) end
 local was_first = redis.call('ZRANK', KEYS[2], ARGV[1]) == 0
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-local current = redis.call('GET', KEYS[1])
 if current == 'w:' .. ARGV[1] then
   hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
   return 1
 end
 if was_first and current == false then
-  drop_expired(KEYS[2], KEYS[3], now_ms())
   local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   if head then
     local prefix = string.match(KEYS[1], '^[^{]*')
@@ -342,7 +342,9 @@ return {0, retry_in, ticket, position}
 
 /// `SEM_LEAVE(KEYS = {queue, leases, slot…}, ARGV = {waiter, window_ms,
 /// counted})`: takes a waiter out of a semaphore's queue, passing on every
-/// permit reserved for it. Returns how many it passed on.
+/// permit reserved for it. A waiter that was first in line while a permit
+/// is absent, with none reserved for it, wakes the new first waiter (as
+/// LEAVE does). Returns how many it passed on.
 pub(crate) static SEM_LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         "sem_leave",
@@ -350,14 +352,28 @@ pub(crate) static SEM_LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
             WAITERS,
             HAND_OFF,
             r#"
+local slots = redis.call('MGET', unpack(KEYS, 3))
+local absent = false
+for i = 1, #slots do
+  if slots[i] == false then absent = true end
+end
+if absent then drop_expired(KEYS[1], KEYS[2], now_ms()) end
+local was_first = redis.call('ZRANK', KEYS[1], ARGV[1]) == 0
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-local slots = redis.call('MGET', unpack(KEYS, 3))
 local passed = 0
 for i = 1, #slots do
   if slots[i] == 'w:' .. ARGV[1] then
     hand_off(KEYS[i + 2], KEYS[1], KEYS[2], ARGV[2], ARGV[3])
     passed = passed + 1
+  end
+end
+if was_first and absent and passed == 0 then
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+  if head then
+    local size = string.sub(KEYS[1], 1, -6) .. 'permits'
+    local prefix = string.match(KEYS[1], '^[^{]*')
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. size)
   end
 end
 return passed
@@ -816,6 +832,12 @@ mod tests {
                     .collect()
             };
             let (keys, args) = (strings("keys"), strings("args"));
+            let mut listener = case.get("published").map(|_| node.connection());
+            let mut listening = listener.as_mut().map(|listener| {
+                let mut pubsub = listener.as_pubsub();
+                pubsub.psubscribe("*").unwrap();
+                pubsub
+            });
             let reply: redis::Value = redis::cmd("EVAL")
                 .arg(script.source)
                 .arg(keys.len())
@@ -824,6 +846,31 @@ mod tests {
                 .query(&mut connection)
                 .unwrap();
             assert_eq!(as_json(&reply), case["reply"], "{name}: {}", case["why"]);
+            if let Some(pubsub) = listening.as_mut() {
+                let published = published(pubsub, &mut connection);
+                assert_eq!(published, case["published"], "{name} published: {}", case["why"]);
+            }
+        }
+    }
+
+    /// What the pattern subscriber `pubsub` saw published: every message
+    /// before an end marker that `connection` publishes now (a subscriber
+    /// gets a node's messages in the order they were published).
+    fn published(pubsub: &mut redis::PubSub<'_>, connection: &mut redis::Connection) -> serde_json::Value {
+        const END: &str = "vectors:end";
+        let _: i64 = redis::cmd("PUBLISH").arg(END).arg("").query(connection).unwrap();
+        pubsub
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let message = pubsub.get_message().expect("the end marker arrives");
+            let channel = message.get_channel_name().to_owned();
+            if channel == END {
+                return seen.into();
+            }
+            let payload: String = message.get_payload().unwrap();
+            seen.push(serde_json::json!([channel, payload]));
         }
     }
 

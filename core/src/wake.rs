@@ -9,7 +9,7 @@
 //! its own (see [`crate::queue`]), so a lost message or a subscriber that is
 //! reconnecting costs one bounded pause, never a hang.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -45,10 +45,9 @@ struct Registry {
     next: AtomicU64,
     waiting: Mutex<HashMap<u64, Arc<WakeSlot>>>,
     /// Waiters that stopped waiting while some node may still queue them,
-    /// with how to leave and until when a node may: a wake-up for one
-    /// means its leave has not reached that node (see
-    /// [`Subscriber::leave_again`]).
-    departed: Mutex<HashMap<u64, (Leave, Instant)>>,
+    /// oldest first: a wake-up for one may mean that its leave has not
+    /// reached that node (see [`Subscriber::leave_again`]).
+    departed: Mutex<VecDeque<Departed>>,
     /// How many nodes must have handed a waiter the lock before it tries:
     /// the quorum (a try on fewer reservations than that cannot succeed).
     quorum: usize,
@@ -57,6 +56,14 @@ struct Registry {
     /// Told when a subscriber starts listening, so a waiter that polls
     /// for want of it can queue up for wake-ups at once.
     started_listening: Notify,
+}
+
+/// A waiter that stopped waiting: how it leaves, and until when a node may
+/// still queue it.
+struct Departed {
+    seq: u64,
+    leave: Leave,
+    until: Instant,
 }
 
 /// Where the wake-ups of one waiter land.
@@ -91,7 +98,8 @@ impl WakeSlot {
 }
 
 /// One `acquire` call's place in the wake-up routing. Dropping it stops
-/// the routing (a later message for it counts as stray).
+/// the routing (a later message for it is for a waiter that left:
+/// [`Registration::departing`]).
 pub(crate) struct Registration {
     seq: u64,
     /// `<client id>:<seq>`, the member of the queues.
@@ -137,15 +145,23 @@ impl Registration {
     /// node that its leave does not reach keeps it queued until its lease
     /// runs out, and hands it every release there meanwhile. A wake-up for
     /// it until then sends that node the leave again.
+    /// From now on a wake-up for it is routed there rather than to this
+    /// registration, which nothing awaits any more.
     pub(crate) fn departing(&self, leave: &Leave) {
         let now = Instant::now();
-        // Its lease ran from its last attempt, before now; the margin
-        // covers a wake-up published just before the lease ended and
-        // delivered late.
-        let until = now + WAITER_LEASE * 2;
+        lock(&self.registry.waiting).remove(&self.seq);
         let mut departed = lock(&self.registry.departed);
-        departed.retain(|_, (_, until)| *until > now);
-        departed.insert(self.seq, (leave.clone(), until));
+        while departed.front().is_some_and(|oldest| oldest.until <= now) {
+            departed.pop_front();
+        }
+        departed.push_back(Departed {
+            seq: self.seq,
+            leave: leave.clone(),
+            // Its lease ran from its last attempt, before now; the margin
+            // covers a wake-up published just before the lease ended and
+            // delivered late.
+            until: now + WAITER_LEASE * 2,
+        });
     }
 
     /// Resolves once any node handed this waiter the lock since the last
@@ -348,16 +364,11 @@ impl Subscriber {
     /// behind it come back only at their next refresh. So the leave goes to
     /// this node again; in the first case it finds nothing to do.
     fn leave_again(&self, seq: u64, waiter: &str) {
-        let leave = {
-            let mut departed = lock(&self.registry.departed);
-            match departed.get(&seq) {
-                Some((_, until)) if *until <= Instant::now() => {
-                    departed.remove(&seq);
-                    None
-                }
-                found => found.map(|(leave, _)| leave.clone()),
-            }
-        };
+        let now = Instant::now();
+        let leave = lock(&self.registry.departed)
+            .iter()
+            .find(|departed| departed.seq == seq && departed.until > now)
+            .map(|departed| departed.leave.clone());
         if let Some(leave) = leave {
             let index = self.index;
             tracing::debug!(node = %self.nodes.nodes()[index].endpoint(), waiter, "woken after it left; leaving that node again");

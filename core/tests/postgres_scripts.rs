@@ -98,12 +98,44 @@ const ORPHANS_SQL: &str = "SELECT (SELECT count(*) FROM __SCHEMA__.zset_members 
      + (SELECT count(*) FROM __SCHEMA__.hash_fields m WHERE NOT EXISTS \
        (SELECT 1 FROM __SCHEMA__.keys k WHERE k.key = m.key))";
 
-/// Runs a case (setup, script) on PostgreSQL from empty tables: the reply
-/// and the keys after; an error if any member outlived its key.
-fn run_on_postgres(node: &PostgresNode, case: &Value) -> Result<(Value, Value), String> {
-    let mut sql = format!(
+/// What one run of a case on PostgreSQL gave: its reply, the keys after, and
+/// the messages it published on the channels the case expects messages on
+/// (each `[channel, message]`).
+struct PostgresRun {
+    reply: Value,
+    state: Value,
+    published: Vec<Value>,
+}
+
+/// Runs a case (setup, script) on PostgreSQL from empty tables, listening
+/// on the channels of its `published` messages; an error if any member
+/// outlived its key.
+fn run_on_postgres(node: &PostgresNode, case: &Value) -> Result<PostgresRun, String> {
+    // PUBLISH is NOTIFY on a name derived from the channel. LISTEN takes
+    // effect at commit, so it goes in a transaction of its own; the session
+    // then hears its own notifications, which psql prints after the rows.
+    let mut channels = BTreeMap::new();
+    for message in case
+        .get("published")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let channel = message[0].as_str().expect("a channel").to_owned();
+        let name = node.sql(&format!("SELECT {SCHEMA}.notify_channel({})", quote(&channel)));
+        channels.insert(name, channel);
+    }
+    let mut sql = String::new();
+    if !channels.is_empty() {
+        sql.push_str("BEGIN;\n");
+        for name in channels.keys() {
+            sql.push_str(&format!("LISTEN \"{name}\";\n"));
+        }
+        sql.push_str("COMMIT;\n");
+    }
+    sql.push_str(&format!(
         "TRUNCATE {SCHEMA}.keys, {SCHEMA}.zset_members, {SCHEMA}.set_members, {SCHEMA}.hash_fields;\n"
-    );
+    ));
     let setup = case["setup"].as_array().expect("setup");
     if !setup.is_empty() {
         sql.push_str("DO $setup$ BEGIN\n");
@@ -127,14 +159,41 @@ fn run_on_postgres(node: &PostgresNode, case: &Value) -> Result<(Value, Value), 
         ORPHANS_SQL.replace("__SCHEMA__", SCHEMA)
     ));
     let output = node.try_sql(&sql)?;
-    let mut lines = output.lines();
+    let (notices, rows): (Vec<&str>, Vec<&str>) = output
+        .lines()
+        .partition(|line| line.starts_with("Asynchronous notification "));
+    let mut lines = rows.into_iter();
     let reply = serde_json::from_str(lines.next().unwrap_or_default()).map_err(|e| e.to_string())?;
     let state = serde_json::from_str(lines.next().unwrap_or_default()).map_err(|e| e.to_string())?;
     let orphans = lines.next().unwrap_or_default();
     if orphans != "0" {
         return Err(format!("{orphans} members outlived their key"));
     }
-    Ok((reply, state))
+    let published = notices
+        .into_iter()
+        .map(|notice| notification(notice, &channels))
+        .collect::<Result<_, _>>()?;
+    Ok(PostgresRun {
+        reply,
+        state,
+        published,
+    })
+}
+
+/// `[channel, message]` of a notification as psql prints it:
+/// `Asynchronous notification "<name>" with payload "<message>" received
+/// from server process with PID <pid>.`
+fn notification(notice: &str, channels: &BTreeMap<String, String>) -> Result<Value, String> {
+    let unreadable = || format!("unreadable notification {notice:?}");
+    let rest = notice
+        .strip_prefix("Asynchronous notification \"")
+        .ok_or_else(unreadable)?;
+    let (name, rest) = rest.split_once("\" with payload \"").ok_or_else(unreadable)?;
+    let (message, _) = rest
+        .rsplit_once("\" received from server process")
+        .ok_or_else(unreadable)?;
+    let channel = channels.get(name).ok_or_else(unreadable)?;
+    Ok(json!([channel, message]))
 }
 
 fn as_json(value: &redis::Value) -> Value {
@@ -437,8 +496,8 @@ fn every_script_case_gives_the_vectors_reply_and_leaves_the_keys_as_redis_does()
                 redis_reply.is_err(),
                 "{label}: Redis should fail, gave {redis_reply:?}"
             );
-            if let Ok((reply, _)) = postgres {
-                failures.push(format!("{label}: PostgreSQL replied {reply}, Redis failed"));
+            if let Ok(run) = postgres {
+                failures.push(format!("{label}: PostgreSQL replied {}, Redis failed", run.reply));
             }
             continue;
         }
@@ -448,7 +507,18 @@ fn every_script_case_gives_the_vectors_reply_and_leaves_the_keys_as_redis_does()
         }
         match postgres {
             Err(error) => failures.push(format!("{label}: error {error}")),
-            Ok((reply, state)) => {
+            Ok(PostgresRun {
+                reply,
+                state,
+                published,
+            }) => {
+                if let Some(expected) = case.get("published").and_then(Value::as_array)
+                    && published != *expected
+                {
+                    failures.push(format!(
+                        "{label}: published {published:?}, the vector says {expected:?}"
+                    ));
+                }
                 if !same_reply(&reply, &redis_reply, case["tolerant"] == true) {
                     failures.push(format!("{label}: reply {reply}, Redis replies {redis_reply}"));
                 }

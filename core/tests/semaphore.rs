@@ -311,7 +311,9 @@ async fn a_release_wakes_the_next_waiter_in_order() {
 /// A waiter granted the permit reserved for it while another permit is
 /// free as well (its holder's key expired, which wakes nobody) wakes the
 /// next waiter for that one, instead of leaving it to find the free permit
-/// at its next refresh.
+/// at its next refresh. The expiry and the release happen in one step
+/// (MULTI, the release as the first holder's client sends it), so no
+/// waiter's refresh can take the free permit in between.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_taking_its_reserved_permit_wakes_the_next_for_a_free_one() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
@@ -336,10 +338,28 @@ async fn a_waiter_taking_its_reserved_permit_wakes_the_next_for_a_free_one() {
         .await;
         assert!(queued, "waiter {i} never entered the queue");
     }
-    let queued = members(&nodes[0], "fencelock:{spare}:sem:queue");
+    let queue = "fencelock:{spare}:sem:queue";
+    let queued = members(&nodes[0], queue);
     let tap = WakeTap::start(&nodes[0]);
-    nodes[0].command(&["DEL", &slot_key("spare", second.permit().unwrap())]);
-    first.release().await.unwrap();
+    let first_key = slot_key("spare", first.permit().unwrap());
+    let first_token = get(&nodes[0], &first_key).unwrap();
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("DEL")
+        .arg(slot_key("spare", second.permit().unwrap()))
+        .ignore()
+        .cmd("EVALSHA")
+        .arg(script_sha("RELEASE"))
+        .arg(3)
+        .arg(&first_key)
+        .arg(queue)
+        .arg("fencelock:{spare}:sem:leases")
+        .arg(&first_token)
+        .arg(200)
+        .arg(1)
+        .ignore()
+        .query(&mut nodes[0].connection())
+        .unwrap();
     assert!(tap.saw(&queued[0], ms(2_000)).await, "the release woke nobody");
     assert!(
         tap.saw(&queued[1], ms(2_000)).await,

@@ -142,16 +142,16 @@ if current == false then return -1 end
 return 0
 """,
     "LEAVE": "\n" + _WAITERS + "\n" + _HAND_OFF + """
+local current = redis.call('GET', KEYS[1])
+if current == false then drop_expired(KEYS[2], KEYS[3], now_ms()) end
 local was_first = redis.call('ZRANK', KEYS[2], ARGV[1]) == 0
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-local current = redis.call('GET', KEYS[1])
 if current == 'w:' .. ARGV[1] then
   hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
   return 1
 end
 if was_first and current == false then
-  drop_expired(KEYS[2], KEYS[3], now_ms())
   local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   if head then
     local prefix = string.match(KEYS[1], '^[^{]*')
@@ -276,14 +276,28 @@ end
 return {0, retry_in, ticket, position}
 """,
     "SEM_LEAVE": "\n" + _WAITERS + "\n" + _HAND_OFF + """
+local slots = redis.call('MGET', unpack(KEYS, 3))
+local absent = false
+for i = 1, #slots do
+  if slots[i] == false then absent = true end
+end
+if absent then drop_expired(KEYS[1], KEYS[2], now_ms()) end
+local was_first = redis.call('ZRANK', KEYS[1], ARGV[1]) == 0
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-local slots = redis.call('MGET', unpack(KEYS, 3))
 local passed = 0
 for i = 1, #slots do
   if slots[i] == 'w:' .. ARGV[1] then
     hand_off(KEYS[i + 2], KEYS[1], KEYS[2], ARGV[2], ARGV[3])
     passed = passed + 1
+  end
+end
+if was_first and absent and passed == 0 then
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+  if head then
+    local size = string.sub(KEYS[1], 1, -6) .. 'permits'
+    local prefix = string.match(KEYS[1], '^[^{]*')
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. size)
   end
 end
 return passed
@@ -406,12 +420,12 @@ return 0
 }
 SHAS = {  # §3, as printed; checked against the sources at import time
     "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "b72eded995974ad44d1d1af5a83f64189e24dcaa",
-    "LEAVE": "3f48131743ef3e779b37ad8146757e3ac5c4822a",
+    "LEAVE": "2b602bad101a10561bdcca88cb690e1de1ff6fe0",
     "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
     "ANNOUNCE": "24386894b776be97d7f8edfcf82681b94ef95547",
     "SEM_ACQUIRE": "d8de36bfe83c87767e261e0a5c6a6cf25d7da93a",
-    "SEM_LEAVE": "549a40d5e5365b2e5fa46781bb8a2e6fe731b901",
+    "SEM_LEAVE": "b5e75de9aed92f210c230978cae6fcd4dbedf21f",
     "SEM_UNDO": "617c3c8a23c256b557f87659aa1f127b1637bc57",
     "WRITE_ACQUIRE": "5f50b13f5ef60067e42375f9d997d12ad2c30fb0",
     "READ_ACQUIRE": "38dfb4e0986573923ca95de72c34b960b57c4fec",

@@ -443,12 +443,18 @@ impl WakeTap {
             pubsub.psubscribe("fencelock:wake:*").unwrap();
             pubsub.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
             subscribed.send(()).unwrap();
+            // Ends once the tap is dropped and a message comes, or the
+            // node is gone.
             loop {
-                if let Ok(message) = pubsub.get_message() {
-                    let payload: String = message.get_payload().unwrap();
-                    if sender.send(payload).is_err() {
-                        return;
+                match pubsub.get_message() {
+                    Ok(message) => {
+                        let payload: String = message.get_payload().unwrap();
+                        if sender.send(payload).is_err() {
+                            return;
+                        }
                     }
+                    Err(error) if error.is_timeout() => {}
+                    Err(_) => return,
                 }
             }
         });
