@@ -194,7 +194,8 @@ func (c *Client) finishAcquire(ctx context.Context, what, name string, deadlineB
 // left held) or for the WithWait bound (ErrTimeout). A ctx deadline bounds
 // the wait as WithWait does: the waiter has left every queue when Acquire
 // returns, which may be up to about two node timeouts after the deadline
-// (an attempt on its way, then the leave). The lock is renewed
+// (an attempt on its way, then the leave; a node being reconnected can add
+// its connect timeout). The lock is renewed
 // automatically until Release (see LockAutoRenew); Lost reports a loss.
 //
 // Errors: ErrTimeout, ErrUnavailable (no majority of nodes answered),

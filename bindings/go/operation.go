@@ -36,7 +36,8 @@ func detached[T any](ctx context.Context, start starter) (result T, ctxErr error
 // boundedByDeadline is run for an operation whose own time limit is ctx's
 // deadline (an acquire whose wait was cut to it): when the deadline passes
 // it waits for the operation, which ends by itself within about two
-// per-node timeouts (an attempt on its way, then its leave) and cleans up
+// per-node timeouts (an attempt on its way, then its leave; a node being
+// reconnected can add its connect timeout) and cleans up
 // before it does, instead of cancelling it. A ctx cancelled before its
 // deadline still cancels.
 func boundedByDeadline[T any](ctx context.Context, start starter) (result T, ctxErr error, err *Error) {

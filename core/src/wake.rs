@@ -149,19 +149,22 @@ impl Registration {
     /// registration, which nothing awaits any more.
     pub(crate) fn departing(&self, leave: &Leave) {
         let now = Instant::now();
-        lock(&self.registry.waiting).remove(&self.seq);
-        let mut departed = lock(&self.registry.departed);
-        while departed.front().is_some_and(|oldest| oldest.until <= now) {
-            departed.pop_front();
+        {
+            let mut departed = lock(&self.registry.departed);
+            while departed.front().is_some_and(|oldest| oldest.until <= now) {
+                departed.pop_front();
+            }
+            departed.push_back(Departed {
+                seq: self.seq,
+                leave: leave.clone(),
+                // Its lease ran from its last attempt, before now; the margin
+                // covers a wake-up published just before the lease ended and
+                // delivered late.
+                until: now + WAITER_LEASE * 2,
+            });
         }
-        departed.push_back(Departed {
-            seq: self.seq,
-            leave: leave.clone(),
-            // Its lease ran from its last attempt, before now; the margin
-            // covers a wake-up published just before the lease ended and
-            // delivered late.
-            until: now + WAITER_LEASE * 2,
-        });
+        // Only now: a wake-up routed in between finds one or the other.
+        lock(&self.registry.waiting).remove(&self.seq);
     }
 
     /// Resolves once any node handed this waiter the lock since the last

@@ -6,7 +6,7 @@
 //! against the vectors' SHA1). The primitives are checked against Redis's semantics, PUBLISH
 //! against a listener session holding its advisory lock, and the least privileges a role needs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -107,21 +107,46 @@ struct PostgresRun {
     published: Vec<Value>,
 }
 
+/// The channels a case's messages may go to: those its `published` names,
+/// and the wake-up channel (docs/protocol.md §4.9) of every waiter id in
+/// its setup and arguments, under the prefix of its first key. Empty for a
+/// case without `published`.
+fn channels_to_hear(case: &Value) -> BTreeSet<String> {
+    let Some(published) = case.get("published").and_then(Value::as_array) else {
+        return BTreeSet::new();
+    };
+    let mut channels: BTreeSet<String> = published
+        .iter()
+        .map(|message| message[0].as_str().expect("a channel").to_owned())
+        .collect();
+    let first_key = case["keys"][0].as_str().expect("a key");
+    let prefix = &first_key[..first_key.find('{').unwrap_or(0)];
+    let words = case["setup"]
+        .as_array()
+        .expect("setup")
+        .iter()
+        .flat_map(strings)
+        .chain(strings(&case["args"]));
+    for word in words {
+        let waiter_id = word.len() > 33
+            && word.as_bytes()[32] == b':'
+            && word[..32].bytes().all(|b| b.is_ascii_hexdigit());
+        if waiter_id {
+            channels.insert(format!("{prefix}wake:{}", &word[..32]));
+        }
+    }
+    channels
+}
+
 /// Runs a case (setup, script) on PostgreSQL from empty tables, listening
-/// on the channels of its `published` messages; an error if any member
-/// outlived its key.
+/// on the channels its messages may go to ([`channels_to_hear`]); an error
+/// if any member outlived its key.
 fn run_on_postgres(node: &PostgresNode, case: &Value) -> Result<PostgresRun, String> {
     // PUBLISH is NOTIFY on a name derived from the channel. LISTEN takes
     // effect at commit, so it goes in a transaction of its own; the session
     // then hears its own notifications, which psql prints after the rows.
     let mut channels = BTreeMap::new();
-    for message in case
-        .get("published")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let channel = message[0].as_str().expect("a channel").to_owned();
+    for channel in channels_to_hear(case) {
         let name = node.sql(&format!("SELECT {SCHEMA}.notify_channel({})", quote(&channel)));
         channels.insert(name, channel);
     }

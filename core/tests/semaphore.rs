@@ -312,8 +312,9 @@ async fn a_release_wakes_the_next_waiter_in_order() {
 /// free as well (its holder's key expired, which wakes nobody) wakes the
 /// next waiter for that one, instead of leaving it to find the free permit
 /// at its next refresh. The expiry and the release happen in one step
-/// (MULTI, the release as the first holder's client sends it), so no
-/// waiter's refresh can take the free permit in between.
+/// (MULTI, the release as the first holder's client sends it), and the
+/// waiters are fair, so the second cannot take the free permit on a
+/// refresh of its own while the first is still in line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_taking_its_reserved_permit_wakes_the_next_for_a_free_one() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
@@ -328,7 +329,7 @@ async fn a_waiter_taking_its_reserved_permit_wakes_the_next_for_a_free_one() {
             let permit = client
                 .semaphore("spare", 2)
                 .unwrap()
-                .acquire(options(10_000, 10_000))
+                .acquire(options(10_000, 10_000).fair(true))
                 .await;
             (permit, client)
         }));

@@ -352,6 +352,9 @@ impl PostgresNode {
             .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
             .env("PGPASSWORD", SUPERUSER_PASSWORD)
             .env("PGCONNECT_TIMEOUT", "5")
+            // psql's own lines (notifications) in English, as tests read them.
+            .env_remove("LC_ALL")
+            .env("LC_MESSAGES", "C")
             .stdin(Stdio::null())
             .output()
     }
