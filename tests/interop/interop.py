@@ -370,6 +370,32 @@ def checker_catches_violations() -> bool:
     )
 
 
+def published_while(node, run):
+    """run()'s result and every [channel, message] a pattern subscriber saw
+    published meanwhile: all that comes before an end marker published after
+    it (a subscriber gets a node's messages in the order they were sent)."""
+    pubsub = node.pubsub()
+    try:
+        pubsub.psubscribe("*")
+        confirmed = pubsub.get_message(timeout=5)
+        if confirmed is None or confirmed["type"] != "psubscribe":
+            raise RuntimeError(f"the subscription was not confirmed: {confirmed!r}")
+        result = run()
+        node.publish("vectors:end", "")
+        seen = []
+        while True:
+            message = pubsub.get_message(timeout=5)
+            if message is None:
+                raise RuntimeError("the end marker never arrived")
+            if message["type"] != "pmessage":
+                continue
+            if message["channel"] == "vectors:end":
+                return result, seen
+            seen.append([message["channel"], message["data"]])
+    finally:
+        pubsub.close()
+
+
 def check_independent_implementation() -> List[str]:
     """The redis-py implementation against the shared vectors: its scripts
     (copied from the document) give the documented replies, and its keys are
@@ -392,7 +418,15 @@ def check_independent_implementation() -> List[str]:
             node.flushall()
             for command in case["setup"]:
                 node.execute_command(*command)
-            reply = node.eval(SOURCES[case["script"]], len(case["keys"]), *case["keys"], *case["args"])
+            def run(case=case):
+                return node.eval(SOURCES[case["script"]], len(case["keys"]), *case["keys"], *case["args"])
+
+            if "published" in case:
+                reply, published = published_while(node, run)
+                if published != case["published"]:
+                    problems.append(f"redis-py client: {case['script']} ({case['why']}) published {published!r}")
+            else:
+                reply = run()
             if reply != case["reply"]:
                 problems.append(f"redis-py client: {case['script']} ({case['why']}) gave {reply!r}")
         for vector in vectors["keys"]:
