@@ -141,12 +141,11 @@ impl Registration {
         }
     }
 
-    /// Records that this waiter stops waiting and leaves with `leave`: a
-    /// node that its leave does not reach keeps it queued until its lease
-    /// runs out, and hands it every release there meanwhile. A wake-up for
-    /// it until then sends that node the leave again.
-    /// From now on a wake-up for it is routed there rather than to this
-    /// registration, which nothing awaits any more.
+    /// Records that this waiter stops waiting and leaves with `leave`, and
+    /// routes later wake-ups for it there: nothing awaits this registration
+    /// any more. A node that its leave does not reach keeps it queued until
+    /// its lease runs out and hands it every release there meanwhile; a
+    /// wake-up for it until then sends that node the leave again.
     pub(crate) fn departing(&self, leave: &Leave) {
         let now = Instant::now();
         {
