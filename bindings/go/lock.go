@@ -366,8 +366,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // fires after it). ctx bounds only the wait for the nodes' answer: when it
 // ends first the release goes on in the background and Release returns the
 // context's error (wrapped). Errors: ErrNotHeld (expired, lost or released
-// before: releasing twice is safe), ErrUnavailable (too few nodes answered;
-// the rest expire at the ttl).
+// before: releasing twice is safe), ErrUnavailable (too few nodes confirmed
+// it; the others get it again in the background, else the lock expires there
+// at its ttl).
 func (l *Lock) Release(ctx context.Context) error {
 	result, ctxErr, err := detached[doneResult](ctx, func(handle C.uintptr_t, op **C.fencelock_operation, cerr **C.fencelock_error) *Error {
 		l.mu.Lock()

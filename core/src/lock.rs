@@ -375,7 +375,8 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     Err(Error::new(
         quorum_failure_kind(&reports),
         format!(
-            "release of {} reached only {done} of {} nodes; the rest expire at the ttl",
+            "release of {} was confirmed by only {done} of {} nodes; the others get it again in \
+             the background, else the lock expires there at its ttl",
             state.describe(),
             nodes.nodes().len()
         ),

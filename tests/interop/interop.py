@@ -87,6 +87,12 @@ GO_WORKER = (INSTALLED if INSTALLED else TARGET) / "go" / "interop-worker"
 NODE_PACKAGE = INSTALLED / "node/node_modules/fencelock" if INSTALLED else ROOT / "bindings/node"
 # worker.js loads the front from here (inherited by every worker).
 os.environ["FENCELOCK_NODE_PACKAGE"] = str(NODE_PACKAGE)
+# The per-node timeout of every worker in a contended run (each reads
+# FENCELOCK_INTEROP_NODE_TIMEOUT_MS). Nine processes share the machine (two
+# cores in CI), and a scheduling stall past the default 100 ms fails a
+# release, which a worker counts as fatal; a CI run saw one on PostgreSQL.
+# This test checks exclusion and fencing order, not latency.
+NODE_TIMEOUT_MS = 1000
 
 
 def jvm_class_path() -> str:
@@ -552,7 +558,12 @@ def run(node_count: int, iterations: int, languages: List[str], take: str = "loc
             resource = f"interop-{store}-{take.replace(':', '-')}-{node_count}-{os.getpid()}"
             every = workers(",".join(urls), resource, iterations, counter, log, take)
             commands = {name: every[name] for name in languages}
-            env = {**os.environ, "FENCELOCK_INTEROP_ELECT": "1" if elect else "0", "FENCELOCK_INTEROP_TAKE": take}
+            env = {
+                **os.environ,
+                "FENCELOCK_INTEROP_ELECT": "1" if elect else "0",
+                "FENCELOCK_INTEROP_TAKE": take,
+                "FENCELOCK_INTEROP_NODE_TIMEOUT_MS": str(NODE_TIMEOUT_MS),
+            }
             if elect:
                 observer = Observer(urls, resource)
                 observer.start()

@@ -1,6 +1,6 @@
 """Independent test-only client of fencelock protocol v4 (locks, elections, semaphores, read-write
 locks), written from docs/protocol.md alone."""
-import argparse, concurrent.futures as cf, hashlib, itertools, random, secrets, sys, threading, time
+import argparse, concurrent.futures as cf, hashlib, itertools, os, random, secrets, sys, threading, time
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -792,7 +792,7 @@ class ProtocolClient:
 
 
 def _worker(a):
-    client = ProtocolClient(a.nodes.split(","), key_prefix=a.prefix)
+    client = ProtocolClient(a.nodes.split(","), key_prefix=a.prefix, timeout_ms=a.timeout_ms)
     take = client.campaign if a.elect else client.acquire
     try:
         for i in range(a.iterations):
@@ -835,6 +835,8 @@ if __name__ == "__main__":
     w.add_argument("--prefix", default="fencelock:")
     w.add_argument("--ttl-ms", type=int, default=10000)
     w.add_argument("--wait-ms", type=int, default=60000)
+    w.add_argument("--timeout-ms", type=int, default=int(os.environ.get("FENCELOCK_INTEROP_NODE_TIMEOUT_MS", "100")),
+                   help="the per-node timeout (default: FENCELOCK_INTEROP_NODE_TIMEOUT_MS, else 100)")
     w.add_argument("--elect", action="store_true", help="campaign (§4.10) instead of locking, announcing 'redis-py'")
     w.add_argument("--permits", type=int, default=0, help="take a permit of the semaphore (§4.11) instead")
     w.add_argument("--rw", action="store_true", help="read (even iterations) and write (odd) the read-write lock (§4.12)")

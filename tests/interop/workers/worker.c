@@ -4,7 +4,8 @@
  * campaigns (announcing "c", also FENCELOCK_INTEROP_ELECT=1; the leadership
  * is a lock whose fencing token is the epoch), `permits:K` a permit (logged
  * as a fifth field, the counter untouched), `rw` reads (even iterations, `r`)
- * and writes (odd, `w`).
+ * and writes (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set, is the
+ * per-node timeout.
  *   worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated) */
 #define _POSIX_C_SOURCE 200809L
 #include <fencelock.h>
@@ -34,7 +35,16 @@ int main(int argc, char **argv) {
   for (char *url = strtok(list, ","); url != NULL && count < 16; url = strtok(NULL, ",")) urls[count++] = url;
   fencelock_client *client = NULL;
   fencelock_error *error = NULL;
-  if (fencelock_client_new(urls, count, NULL, &client, &error) != FENCELOCK_STATUS_OK) return fail("connect", error);
+  fencelock_options *options = NULL;
+  const char *timeout_ms = getenv("FENCELOCK_INTEROP_NODE_TIMEOUT_MS");
+  if (timeout_ms != NULL) {
+    if (fencelock_options_new(&options) != FENCELOCK_STATUS_OK ||
+        fencelock_options_set_node_timeout_ms(options, strtoull(timeout_ms, NULL, 10)) != FENCELOCK_STATUS_OK)
+      return fail("options", NULL);
+  }
+  fencelock_status connected = fencelock_client_new(urls, count, options, &client, &error);
+  fencelock_options_free(options);
+  if (connected != FENCELOCK_STATUS_OK) return fail("connect", error);
   free(list);
   const char *elect = getenv("FENCELOCK_INTEROP_ELECT");
   const char *mode = getenv("FENCELOCK_INTEROP_TAKE");

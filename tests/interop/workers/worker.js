@@ -4,7 +4,7 @@
 // campaigns (announcing "node", also FENCELOCK_INTEROP_ELECT=1; a leadership is
 // a lock whose fencing token is its epoch), `permits:K` a permit (logged as a
 // fifth field, counter untouched), `rw` reads (even iterations, `r`) and writes
-// (odd, `w`).
+// (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set, is the per-node timeout.
 //   node worker.js NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 'use strict';
 
@@ -33,7 +33,8 @@ function nowNs() {
 
 async function main() {
   const [nodes, resource, iterations, counter, log] = process.argv.slice(2);
-  const client = new Client({ nodes: nodes.split(',') });
+  const timeout = process.env.FENCELOCK_INTEROP_NODE_TIMEOUT_MS;
+  const client = new Client({ nodes: nodes.split(','), nodeTimeoutMs: timeout ? Number(timeout) : undefined });
   const mode =
     process.env.FENCELOCK_INTEROP_ELECT === '1' ? 'elect' : process.env.FENCELOCK_INTEROP_TAKE || 'lock';
   const options = { ttl: 10000, wait: 120000 };

@@ -5,7 +5,8 @@ campaigns (announcing "python", also FENCELOCK_INTEROP_ELECT=1) and logs the
 epoch; `permits:K` takes one of K permits of the semaphore RESOURCE, leaves
 the counter alone and logs the permit as a fifth field; `rw` reads (even
 iterations, counter untouched, fifth field `r`) and writes (odd, `w`) the
-read-write lock RESOURCE.
+read-write lock RESOURCE. FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set, is the
+per-node timeout.
 
     python worker.py NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 """
@@ -26,7 +27,9 @@ def take_mode() -> str:
 def main() -> None:
     nodes, resource, iterations, counter, log = sys.argv[1:6]
     mode = take_mode()
-    with fencelock.Client(nodes.split(",")) as client:
+    timeout_ms = os.environ.get("FENCELOCK_INTEROP_NODE_TIMEOUT_MS")
+    node_timeout = int(timeout_ms) / 1000 if timeout_ms else None
+    with fencelock.Client(nodes.split(","), node_timeout=node_timeout) as client:
         for i in range(int(iterations)):
             writes, extra = True, ""
             if mode == "elect":

@@ -4,6 +4,7 @@
 //! `elect` campaigns (announcing `rust`, also `FENCELOCK_INTEROP_ELECT=1`) and
 //! logs its epoch, `permits:K` takes a permit (logged as a fifth field, the
 //! counter untouched), `rw` reads (even iterations, `r`) and writes (odd, `w`).
+//! `FENCELOCK_INTEROP_NODE_TIMEOUT_MS`, if set, is the per-node timeout.
 //!
 //! `interop-worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE` (NODES comma-separated)
 
@@ -55,7 +56,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let [_, nodes, resource, iterations, counter, log] = args.as_slice() else {
         return Err("usage: interop-worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE".into());
     };
-    let client = Client::builder().nodes(nodes.split(',')).build().await?;
+    let mut builder = Client::builder().nodes(nodes.split(','));
+    if let Ok(ms) = std::env::var("FENCELOCK_INTEROP_NODE_TIMEOUT_MS") {
+        builder = builder.node_timeout(Duration::from_millis(ms.parse()?));
+    }
+    let client = builder.build().await?;
     let mode = match std::env::var("FENCELOCK_INTEROP_ELECT").is_ok_and(|v| v == "1") {
         true => "elect".to_owned(),
         false => std::env::var("FENCELOCK_INTEROP_TAKE").unwrap_or_else(|_| "lock".to_owned()),

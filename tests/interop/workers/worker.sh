@@ -6,6 +6,7 @@
 # FENCELOCK_INTEROP_TAKE (see worker.py): `permits:K` runs with --permits K
 # (the counter untouched, FENCELOCK_PERMIT logged as a fifth field), `rw` with
 # --read (even iterations, `r`) and --write (odd, `w`).
+# FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set, is the per-node timeout.
 #   worker.sh FENCELOCK_BIN NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE
 set -euo pipefail
 bin=$1 nodes=$2 resource=$3 iterations=$4 counter=$5 log=$6
@@ -20,7 +21,7 @@ for i in $(seq "$iterations"); do
     rw) if [ $((i % 2)) = 0 ]; then take+=(--write) EXTRA=" w"; else take+=(--read) WRITES=0 EXTRA=" r"; fi ;;
   esac
   export WRITES EXTRA
-  FENCELOCK_NODES=$nodes "$bin" "${take[@]}" "$resource" -- sh -c '
+  FENCELOCK_NODES=$nodes "$bin" --node-timeout "${FENCELOCK_INTEROP_NODE_TIMEOUT_MS:-100}ms" "${take[@]}" "$resource" -- sh -c '
     start=$(date +%s%N)
     value=$(cat "$COUNTER" 2>/dev/null || true)
     sleep 0.003
