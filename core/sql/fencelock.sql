@@ -1163,6 +1163,44 @@ BEGIN
 END
 $$;
 
+-- local function head_then_drop(queue, leases)
+CREATE OR REPLACE FUNCTION __SCHEMA__.head_then_drop(queue text, leases text) RETURNS text
+LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
+AS $$
+DECLARE
+  head text;
+BEGIN
+  -- local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  head := (zrange(queue, '0', '0'))[1];
+  -- drop_expired(queue, leases, now_ms())
+  PERFORM drop_expired(queue, leases, now_ms());
+  -- return head
+  RETURN head;
+END
+$$;
+
+-- local function wake_new_head(queue, before, named)
+CREATE OR REPLACE FUNCTION __SCHEMA__.wake_new_head(queue text, before text, named text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = __SCHEMA__, pg_temp
+AS $$
+DECLARE
+  head text;
+  prefix text;
+BEGIN
+  -- local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  head := (zrange(queue, '0', '0'))[1];
+  -- if head and head ~= before then
+  IF head IS NOT NULL AND head IS DISTINCT FROM before THEN
+    -- local prefix = string.match(named, '^[^{]*')
+    prefix := split_part(named, '{', 1);
+    -- redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. named)
+    PERFORM publish(prefix || 'wake:' || left(head, 32), head || ' ' || named);
+  END IF;
+END
+$$;
+
 -- local function enter_queue(queue, leases, waiter, asked, lease_ms, now)
 CREATE OR REPLACE FUNCTION __SCHEMA__.enter_queue(queue text, leases text, waiter text, asked double precision,
   lease_ms double precision, now double precision, OUT ticket double precision, OUT rank double precision)
@@ -1405,17 +1443,14 @@ LANGUAGE plpgsql
 SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
-  was_first boolean;
   current text;
   head text;
-  prefix text;
 BEGIN
   -- local current = redis.call('GET', KEYS[1])
   current := get(keys[1]);
-  -- if current == false then drop_expired(KEYS[2], KEYS[3], now_ms()) end
-  IF current IS NULL THEN PERFORM drop_expired(keys[2], keys[3], now_ms()); END IF;
-  -- local was_first = redis.call('ZRANK', KEYS[2], ARGV[1]) == 0
-  was_first := zrank(keys[2], args[1]) IS NOT DISTINCT FROM 0;
+  -- local head
+  -- if current == false then head = head_then_drop(KEYS[2], KEYS[3]) end
+  IF current IS NULL THEN head := head_then_drop(keys[2], keys[3]); END IF;
   -- redis.call('ZREM', KEYS[2], ARGV[1])
   PERFORM zrem(keys[2], args[1]);
   -- redis.call('ZREM', KEYS[3], ARGV[1])
@@ -1427,18 +1462,8 @@ BEGIN
     -- return 1
     RETURN to_jsonb(1);
   END IF;
-  -- if was_first and current == false then
-  IF was_first AND current IS NULL THEN
-    -- local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-    head := (zrange(keys[2], '0', '0'))[1];
-    -- if head then
-    IF head IS NOT NULL THEN
-      -- local prefix = string.match(KEYS[1], '^[^{]*')
-      prefix := split_part(keys[1], '{', 1);
-      -- redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. KEYS[1])
-      PERFORM publish(prefix || 'wake:' || left(head, 32), head || ' ' || keys[1]);
-    END IF;
-  END IF;
+  -- if current == false then wake_new_head(KEYS[2], head, KEYS[1]) end
+  IF current IS NULL THEN PERFORM wake_new_head(keys[2], head, keys[1]); END IF;
   -- return 0
   RETURN to_jsonb(0);
 END
@@ -1762,11 +1787,8 @@ AS $$
 DECLARE
   slots text[];
   absent boolean;
-  was_first boolean;
-  passed integer;
   head text;
-  size text;
-  prefix text;
+  passed integer;
   i integer;
 BEGIN
   -- local slots = redis.call('MGET', unpack(KEYS, 3))
@@ -1778,10 +1800,9 @@ BEGIN
     -- if slots[i] == false then absent = true end
     IF slots[i] IS NULL THEN absent := true; END IF;
   END LOOP;
-  -- if absent then drop_expired(KEYS[1], KEYS[2], now_ms()) end
-  IF absent THEN PERFORM drop_expired(keys[1], keys[2], now_ms()); END IF;
-  -- local was_first = redis.call('ZRANK', KEYS[1], ARGV[1]) == 0
-  was_first := zrank(keys[1], args[1]) IS NOT DISTINCT FROM 0;
+  -- local head
+  -- if absent then head = head_then_drop(KEYS[1], KEYS[2]) end
+  IF absent THEN head := head_then_drop(keys[1], keys[2]); END IF;
   -- redis.call('ZREM', KEYS[1], ARGV[1])
   PERFORM zrem(keys[1], args[1]);
   -- redis.call('ZREM', KEYS[2], ARGV[1])
@@ -1798,19 +1819,10 @@ BEGIN
       passed := passed + 1;
     END IF;
   END LOOP;
-  -- if was_first and absent and passed == 0 then
-  IF was_first AND absent AND passed = 0 THEN
-    -- local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
-    head := (zrange(keys[1], '0', '0'))[1];
-    -- if head then
-    IF head IS NOT NULL THEN
-      -- local size = string.sub(KEYS[1], 1, -6) .. 'permits'
-      size := left(keys[1], -5) || 'permits';
-      -- local prefix = string.match(KEYS[1], '^[^{]*')
-      prefix := split_part(keys[1], '{', 1);
-      -- redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. size)
-      PERFORM publish(prefix || 'wake:' || left(head, 32), head || ' ' || size);
-    END IF;
+  -- if absent and passed == 0 then
+  IF absent AND passed = 0 THEN
+    -- wake_new_head(KEYS[1], head, string.sub(KEYS[1], 1, -6) .. 'permits')
+    PERFORM wake_new_head(keys[1], head, left(keys[1], -5) || 'permits');
   END IF;
   -- return passed
   RETURN to_jsonb(passed);

@@ -87,6 +87,28 @@ local function hand_off(lock, queue, leases, window_ms, counted)
 end
 "#;
 
+/// Shared helpers of the scripts that take a waiter out of a queue (LEAVE,
+/// SEM_LEAVE) while the key is free: the first waiter before expired ones
+/// are dropped, and a wake-up for the first waiter after the leave when it
+/// is another one. The head changes when the leaver was first (its own
+/// lease may have run out: it is dropped then) or when the waiters ahead of
+/// the new head were dead; either way the new head may go now.
+const NEW_HEAD: &str = r#"
+local function head_then_drop(queue, leases)
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  drop_expired(queue, leases, now_ms())
+  return head
+end
+
+local function wake_new_head(queue, before, named)
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if head and head ~= before then
+    local prefix = string.match(named, '^[^{]*')
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. named)
+  end
+end
+"#;
+
 /// `ACQUIRE(KEYS = {lock, fence, queue, leases},
 /// ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair})`.
 ///
@@ -191,11 +213,12 @@ return 0
 
 /// `LEAVE(KEYS = {lock, queue, leases}, ARGV = {waiter, window_ms, counted})`:
 /// takes a waiter out of the queue, passing on a hand-off reserved for it.
-/// A waiter that was first in line (once expired waiters are dropped)
-/// while the key is absent (a dead holder's key expired; a read-write
+/// While the key is absent (a dead holder's key expired; a read-write
 /// lock's readers hold, and readers queued behind a writer that gives up
-/// may go in now) wakes the new first waiter, which may now take it and
-/// would otherwise find out at its next refresh.
+/// may go in now) it drops expired waiters, and when the first waiter in
+/// line is then another than before (the leaver, or dead waiters, were
+/// ahead of it) wakes it: it may now take the key and would otherwise find
+/// out at its next refresh.
 ///
 /// Returns 1 when a reservation was passed on, 0 otherwise.
 pub(crate) static LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
@@ -204,23 +227,18 @@ pub(crate) static LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
         concat_script(&[
             WAITERS,
             HAND_OFF,
+            NEW_HEAD,
             r#"
 local current = redis.call('GET', KEYS[1])
-if current == false then drop_expired(KEYS[2], KEYS[3], now_ms()) end
-local was_first = redis.call('ZRANK', KEYS[2], ARGV[1]) == 0
+local head
+if current == false then head = head_then_drop(KEYS[2], KEYS[3]) end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 if current == 'w:' .. ARGV[1] then
   hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
   return 1
 end
-if was_first and current == false then
-  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if head then
-    local prefix = string.match(KEYS[1], '^[^{]*')
-    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. KEYS[1])
-  end
-end
+if current == false then wake_new_head(KEYS[2], head, KEYS[1]) end
 return 0
 "#,
         ]),
@@ -342,23 +360,24 @@ return {0, retry_in, ticket, position}
 
 /// `SEM_LEAVE(KEYS = {queue, leases, slot…}, ARGV = {waiter, window_ms,
 /// counted})`: takes a waiter out of a semaphore's queue, passing on every
-/// permit reserved for it. A waiter that was first in line while a permit
-/// is absent, with none reserved for it, wakes the new first waiter (as
-/// LEAVE does). Returns how many it passed on.
+/// permit reserved for it. While a permit is absent and none was reserved
+/// for it, it wakes a new first waiter as LEAVE does (the message names the
+/// size key). Returns how many it passed on.
 pub(crate) static SEM_LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         "sem_leave",
         concat_script(&[
             WAITERS,
             HAND_OFF,
+            NEW_HEAD,
             r#"
 local slots = redis.call('MGET', unpack(KEYS, 3))
 local absent = false
 for i = 1, #slots do
   if slots[i] == false then absent = true end
 end
-if absent then drop_expired(KEYS[1], KEYS[2], now_ms()) end
-local was_first = redis.call('ZRANK', KEYS[1], ARGV[1]) == 0
+local head
+if absent then head = head_then_drop(KEYS[1], KEYS[2]) end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 local passed = 0
@@ -368,13 +387,8 @@ for i = 1, #slots do
     passed = passed + 1
   end
 end
-if was_first and absent and passed == 0 then
-  local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
-  if head then
-    local size = string.sub(KEYS[1], 1, -6) .. 'permits'
-    local prefix = string.match(KEYS[1], '^[^{]*')
-    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. size)
-  end
+if absent and passed == 0 then
+  wake_new_head(KEYS[1], head, string.sub(KEYS[1], 1, -6) .. 'permits')
 end
 return passed
 "#,

@@ -41,6 +41,21 @@ _HAND_OFF = """local function hand_off(lock, queue, leases, window_ms, counted)
 end
 """
 
+_NEW_HEAD = """local function head_then_drop(queue, leases)
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  drop_expired(queue, leases, now_ms())
+  return head
+end
+
+local function wake_new_head(queue, before, named)
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if head and head ~= before then
+    local prefix = string.match(named, '^[^{]*')
+    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. named)
+  end
+end
+"""
+
 _ENTER_QUEUE = """local function enter_queue(queue, leases, waiter, asked, lease_ms, now)
   local ticket = tonumber(redis.call('ZSCORE', queue, waiter))
   if ticket == nil then
@@ -141,23 +156,17 @@ end
 if current == false then return -1 end
 return 0
 """,
-    "LEAVE": "\n" + _WAITERS + "\n" + _HAND_OFF + """
+    "LEAVE": "\n" + _WAITERS + "\n" + _HAND_OFF + "\n" + _NEW_HEAD + """
 local current = redis.call('GET', KEYS[1])
-if current == false then drop_expired(KEYS[2], KEYS[3], now_ms()) end
-local was_first = redis.call('ZRANK', KEYS[2], ARGV[1]) == 0
+local head
+if current == false then head = head_then_drop(KEYS[2], KEYS[3]) end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 if current == 'w:' .. ARGV[1] then
   hand_off(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
   return 1
 end
-if was_first and current == false then
-  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if head then
-    local prefix = string.match(KEYS[1], '^[^{]*')
-    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. KEYS[1])
-  end
-end
+if current == false then wake_new_head(KEYS[2], head, KEYS[1]) end
 return 0
 """,
     "EXTEND": """
@@ -275,14 +284,14 @@ elseif position == 0 or position == 1 then
 end
 return {0, retry_in, ticket, position}
 """,
-    "SEM_LEAVE": "\n" + _WAITERS + "\n" + _HAND_OFF + """
+    "SEM_LEAVE": "\n" + _WAITERS + "\n" + _HAND_OFF + "\n" + _NEW_HEAD + """
 local slots = redis.call('MGET', unpack(KEYS, 3))
 local absent = false
 for i = 1, #slots do
   if slots[i] == false then absent = true end
 end
-if absent then drop_expired(KEYS[1], KEYS[2], now_ms()) end
-local was_first = redis.call('ZRANK', KEYS[1], ARGV[1]) == 0
+local head
+if absent then head = head_then_drop(KEYS[1], KEYS[2]) end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 local passed = 0
@@ -292,13 +301,8 @@ for i = 1, #slots do
     passed = passed + 1
   end
 end
-if was_first and absent and passed == 0 then
-  local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
-  if head then
-    local size = string.sub(KEYS[1], 1, -6) .. 'permits'
-    local prefix = string.match(KEYS[1], '^[^{]*')
-    redis.call('PUBLISH', prefix .. 'wake:' .. string.sub(head, 1, 32), head .. ' ' .. size)
-  end
+if absent and passed == 0 then
+  wake_new_head(KEYS[1], head, string.sub(KEYS[1], 1, -6) .. 'permits')
 end
 return passed
 """,
@@ -420,12 +424,12 @@ return 0
 }
 SHAS = {  # §3, as printed; checked against the sources at import time
     "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "b72eded995974ad44d1d1af5a83f64189e24dcaa",
-    "LEAVE": "2b602bad101a10561bdcca88cb690e1de1ff6fe0",
+    "LEAVE": "074ed4702fc3df7aa55671a11ff501174285c962",
     "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
     "ANNOUNCE": "24386894b776be97d7f8edfcf82681b94ef95547",
     "SEM_ACQUIRE": "d8de36bfe83c87767e261e0a5c6a6cf25d7da93a",
-    "SEM_LEAVE": "b5e75de9aed92f210c230978cae6fcd4dbedf21f",
+    "SEM_LEAVE": "91ff5a9e80330d1cf171feef4dc3089d32a8d4b1",
     "SEM_UNDO": "617c3c8a23c256b557f87659aa1f127b1637bc57",
     "WRITE_ACQUIRE": "5f50b13f5ef60067e42375f9d997d12ad2c30fb0",
     "READ_ACQUIRE": "38dfb4e0986573923ca95de72c34b960b57c4fec",
