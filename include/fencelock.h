@@ -1601,8 +1601,9 @@ fencelock_status fencelock_lock_extend(const struct fencelock_lock *lock,
  *
  * Statuses: `OK` (it was ours and is deleted); `NOT_HELD` (it had expired,
  * been taken over, been lost, or was released before: calling twice is
- * safe); `UNAVAILABLE` (too few nodes confirmed it; the others get it
- * again in the background, else the lock expires there at its ttl);
+ * safe); `UNAVAILABLE` (too few nodes confirmed it; those that failed get
+ * it again in the background, and where it never lands the lock expires
+ * at its ttl);
  * `WOULD_BLOCK` (on a thread of an async runtime: use
  * `fencelock_lock_release_async`).
  * Works after the client was freed.

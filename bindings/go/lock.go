@@ -367,8 +367,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // ends first the release goes on in the background and Release returns the
 // context's error (wrapped). Errors: ErrNotHeld (expired, lost or released
 // before: releasing twice is safe), ErrUnavailable (too few nodes confirmed
-// it; the others get it again in the background, else the lock expires there
-// at its ttl).
+// it; those that failed get it again in the background, and where it never
+// lands the lock expires at its ttl).
 func (l *Lock) Release(ctx context.Context) error {
 	result, ctxErr, err := detached[doneResult](ctx, func(handle C.uintptr_t, op **C.fencelock_operation, cerr **C.fencelock_error) *Error {
 		l.mu.Lock()

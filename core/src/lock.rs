@@ -375,8 +375,8 @@ async fn release(state: &LockState, client: &ClientShared) -> Result<()> {
     Err(Error::new(
         quorum_failure_kind(&reports),
         format!(
-            "release of {} was confirmed by only {done} of {} nodes; the others get it again in \
-             the background, else the lock expires there at its ttl",
+            "release of {} was confirmed by only {done} of {} nodes; those that failed get it \
+             again in the background, and where it never lands the lock expires at its ttl",
             state.describe(),
             nodes.nodes().len()
         ),

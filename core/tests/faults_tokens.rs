@@ -696,7 +696,7 @@ fn run_grant_worker(urls: &[String], label: &str) {
         // Released once we stop relying on it: before the release call.
         let released = monotonic_nanos();
         // A node killed while the release is on its way can leave it short
-        // of a quorum of deletions (`unavailable`: the others expire at the ttl).
+        // of a quorum of deletions (`unavailable`).
         if let Err(e) = lock.release() {
             release_failures += 1;
             eprintln!("t16 {label}: release: {e}");

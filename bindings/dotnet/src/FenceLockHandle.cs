@@ -134,8 +134,8 @@ namespace FenceLock
         /// <exception cref="ObjectDisposedException">The handle was disposed.</exception>
         /// <remarks>The task faults with <see cref="NotHeldException"/> when the lock had expired,
         /// been lost or released before, and <see cref="UnavailableException"/> when too few
-        /// nodes confirmed it (the others get it again in the background, else the lock
-        /// expires there at its ttl).</remarks>
+        /// nodes confirmed it (those that failed get it again in the background, and where
+        /// it never lands the lock expires at its ttl).</remarks>
         public Task ReleaseAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
             ThrowIfDisposed();
