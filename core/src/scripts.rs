@@ -92,7 +92,8 @@ end
 /// are dropped, and a wake-up for the first waiter after the leave when it
 /// is another one. The head changes when the leaver was first (its own
 /// lease may have run out: it is dropped then) or when the waiters ahead of
-/// the new head were dead; either way the new head may go now.
+/// the new head were dead; either way the new head may be able to go now (a
+/// writer still waits for the readers).
 const NEW_HEAD: &str = r#"
 local function head_then_drop(queue, leases)
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
@@ -216,9 +217,9 @@ return 0
 /// While the key is absent (a dead holder's key expired; a read-write
 /// lock's readers hold, and readers queued behind a writer that gives up
 /// may go in now) it drops expired waiters, and when the first waiter in
-/// line is then another than before (the leaver, or dead waiters, were
-/// ahead of it) wakes it: it may now take the key and would otherwise find
-/// out at its next refresh.
+/// line is then another than before the drop (the leaver, or dead waiters,
+/// were ahead of it) wakes it: it may be able to take the key now and would
+/// otherwise find out at its next refresh.
 ///
 /// Returns 1 when a reservation was passed on, 0 otherwise.
 pub(crate) static LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
