@@ -88,10 +88,11 @@ NODE_PACKAGE = INSTALLED / "node/node_modules/fencelock" if INSTALLED else ROOT 
 # worker.js loads the front from here (inherited by every worker).
 os.environ["FENCELOCK_NODE_PACKAGE"] = str(NODE_PACKAGE)
 # The per-node timeout of every worker in a contended run (each reads
-# FENCELOCK_INTEROP_NODE_TIMEOUT_MS). Nine processes share the machine (two
-# cores in CI), and a scheduling stall past the default 100 ms fails a
-# release, which a worker counts as fatal; a CI run saw one on PostgreSQL.
-# This test checks exclusion and fencing order, not latency.
+# FENCELOCK_INTEROP_NODE_TIMEOUT_MS) and of the election's observer. Nine
+# processes share the machine (two cores in CI), and a scheduling stall past
+# the default 100 ms fails a release, which a worker counts as fatal; a CI
+# run saw one on PostgreSQL. This test checks exclusion and fencing order,
+# not latency.
 NODE_TIMEOUT_MS = 1000
 
 
@@ -324,7 +325,7 @@ class Observer(threading.Thread):
         super().__init__(daemon=True)
         import fencelock
 
-        self.client = fencelock.Client(urls)
+        self.client = fencelock.Client(urls, node_timeout=NODE_TIMEOUT_MS / 1000)
         self.observation = self.client.observe(name)
         self.seen: List[Tuple[str, int]] = []
 
