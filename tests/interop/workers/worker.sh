@@ -12,6 +12,9 @@ set -euo pipefail
 bin=$1 nodes=$2 resource=$3 iterations=$4 counter=$5 log=$6
 export COUNTER=$counter LOG=$log
 mode=${FENCELOCK_INTEROP_TAKE:-lock}
+# The CLI's own default unless a timeout is given.
+timeout=()
+if [ -n "${FENCELOCK_INTEROP_NODE_TIMEOUT_MS:-}" ]; then timeout=(--node-timeout "${FENCELOCK_INTEROP_NODE_TIMEOUT_MS}ms"); fi
 if [ "${FENCELOCK_INTEROP_ELECT:-}" = 1 ]; then mode=elect; fi
 for i in $(seq "$iterations"); do
   take=(run --ttl 10s --wait 120s) WRITES=1 EXTRA=""
@@ -21,7 +24,7 @@ for i in $(seq "$iterations"); do
     rw) if [ $((i % 2)) = 0 ]; then take+=(--write) EXTRA=" w"; else take+=(--read) WRITES=0 EXTRA=" r"; fi ;;
   esac
   export WRITES EXTRA
-  FENCELOCK_NODES=$nodes "$bin" --node-timeout "${FENCELOCK_INTEROP_NODE_TIMEOUT_MS:-100}ms" "${take[@]}" "$resource" -- sh -c '
+  FENCELOCK_NODES=$nodes "$bin" "${timeout[@]}" "${take[@]}" "$resource" -- sh -c '
     start=$(date +%s%N)
     value=$(cat "$COUNTER" 2>/dev/null || true)
     sleep 0.003
