@@ -5,9 +5,9 @@
 # Why: the napi-rs CLI always passes `--target` when it builds the Node
 # addon, and cargo keeps the crates of a `--target` build apart from those of
 # a build without one (target/TRIPLE/release, not target/release). Were the
-# other release builds (the Python extension, the C ABI and the CLI, the Go
-# and JVM libraries) made without it, tokio, redis, rustls and the core would
-# compile twice per test run. For the same reason no release build sets
+# other release builds (the C ABI and the CLI, the Go and JVM libraries)
+# made without it, tokio, redis, rustls and the core would compile twice per
+# test run. For the same reason no release build sets
 # RUSTFLAGS: the Node addon is stripped after its build (bindings/node/build.js).
 #
 #   FENCELOCK_HOST_TARGET  the host's triple (rustc -vV), e.g. x86_64-unknown-linux-gnu;

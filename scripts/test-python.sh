@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tests the Python front on a fresh Debian machine with python3 (+pip):
-# builds `pip install ./bindings/python` into a virtualenv under
+# installs `./bindings/python` (a debug build) into a virtualenv under
 # target/python-venv, checks the type stubs against the compiled module,
 # runs the pytest suite against real redis-server nodes, and runs the
 # examples. Idempotent; exits non-zero on any failure (including pytest
@@ -28,10 +28,13 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 echo "== pip install test dependencies"
 "$py" -m pip install -q -r bindings/python/requirements-test.txt
 
-echo "== pip install ./bindings/python (maturin, release build)"
-# For the host's triple, as every release build (scripts/release-build.sh).
-source scripts/release-build.sh
-MATURIN_PEP517_ARGS="--target $FENCELOCK_HOST_TARGET" \
+echo "== pip install ./bindings/python (maturin, debug build)"
+# A debug build (cargo's dev profile, no --target), so that it reuses the
+# crates `cargo test` compiled into target/debug: the extension alone is
+# compiled here. A release build of it is tested too: scripts/package.sh
+# builds the wheel, and scripts/test-packages.sh runs this suite against it.
+# The benchmarks refuse this build (bindings/python/bench/release_build.py).
+MATURIN_PEP517_ARGS="--profile dev" \
   "$py" -m pip install -q --force-reinstall --no-deps ./bindings/python
 
 echo "== cargo build redis-nodes (test harness)"
@@ -39,7 +42,8 @@ cargo build -q -p fencelock-harness --bin redis-nodes
 
 echo "== ruff format --check, ruff check"
 "$venv/bin/ruff" format --check bindings/python examples/python
-"$venv/bin/ruff" check --config bindings/python/pyproject.toml bindings/python examples/python
+"$venv/bin/ruff" format --check --config bindings/python/pyproject.toml bench/contention
+"$venv/bin/ruff" check --config bindings/python/pyproject.toml bindings/python examples/python bench/contention
 
 echo "== mypy.stubtest fencelock"
 (cd target && "../$py" -m mypy.stubtest fencelock)
@@ -47,6 +51,13 @@ echo "== mypy.stubtest fencelock"
 echo "== mypy on the examples (typed against the stubs)"
 (cd examples/python && "../../$py" -m mypy --strict --no-error-summary \
   --follow-imports=silent inventory.py cron_once.py web_handler.py)
+
+echo "== the benchmarks refuse this debug build"
+if refusal=$("$py" bindings/python/bench/bench.py --seconds 0.1 2>&1); then
+  echo "bindings/python/bench/bench.py ran against a debug build" >&2
+  exit 1
+fi
+grep -qF "is a debug build" <<<"$refusal" || { echo "unexpected: $refusal" >&2; exit 1; }
 
 echo "== pytest"
 # Run from bindings/python so `import fencelock` is the installed package.

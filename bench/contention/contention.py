@@ -58,10 +58,10 @@ from typing import Any
 
 import redis
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2] / "bindings" / "python" / "tests")
-)
-from redis_nodes import RedisNodes
+BINDINGS_PYTHON = Path(__file__).resolve().parents[2] / "bindings" / "python"
+sys.path[:0] = [str(BINDINGS_PYTHON / "tests"), str(BINDINGS_PYTHON / "bench")]
+from redis_nodes import RedisNodes  # noqa: E402
+from release_build import require_release_build  # noqa: E402
 
 # An acquire call never waits longer than this; a run ends before.
 WAIT_CAP = 60.0
@@ -196,11 +196,7 @@ CONTENDERS = [
 ]
 
 NODE_WORKER = (
-    Path(__file__).resolve().parents[2]
-    / "bindings"
-    / "node"
-    / "bench"
-    / "contention-worker.js"
+    Path(__file__).resolve().parents[2] / "bindings" / "node" / "bench" / "contention-worker.js"
 )
 
 
@@ -300,9 +296,7 @@ def node_workers(row: Row) -> list[Report]:
     for proc in procs:
         out, _ = proc.communicate()
         if proc.returncode != 0:
-            raise RuntimeError(
-                f"{row.contender.name}: a Node worker exited with {proc.returncode}"
-            )
+            raise RuntimeError(f"{row.contender.name}: a Node worker exited with {proc.returncode}")
         report = json.loads(out)
         reports.append(([tuple(s) for s in report["samples"]], float(report["cpu"])))
     return reports
@@ -499,6 +493,7 @@ def main() -> None:
         help="print where each row's time between grants goes, and the nodes' CPU per grant",
     )
     args = parser.parse_args()
+    require_release_build()
     global PERMITS
     PERMITS = args.permits
     os.environ["FENCELOCK_BENCH_PERMITS"] = str(args.permits)
@@ -531,9 +526,7 @@ def main() -> None:
                         redis_cpu = redis_cpu_seconds(nodes.urls) - redis_before
                         commands = commands_run(nodes.urls)
                         commands.subtract(before)
-                        row = summarize(
-                            per_worker, cpu, end_at, args.seconds, commands.total()
-                        )
+                        row = summarize(per_worker, cpu, end_at, args.seconds, commands.total())
                         results[contender.name] = row
                         extra = ""
                         if contender.ours and contender.semaphore:

@@ -56,7 +56,7 @@ build() {
 # then the front's pytest suite and its examples, run from the repository but
 # importing the installed package.
 test_installed() {
-  local wheel venv py location
+  local wheel venv py location profile
   wheel=$(package_artifact "$dist" "$wheel_glob")
   venv="$FENCELOCK_SANDBOX/venv"
   python3 -m venv "$venv"
@@ -69,6 +69,8 @@ test_installed() {
     "$venv"/*) echo "fencelock imported from the installed wheel: ${location#"$FENCELOCK_SANDBOX"/}" ;;
     *) echo "fencelock was imported from $location, not from the installed wheel" >&2; return 1 ;;
   esac
+  profile=$(cd "$FENCELOCK_SANDBOX" && "$py" -c 'import fencelock._native as n; print(n._build_profile)')
+  [ "$profile" = release ] || { echo "the wheel holds a $profile build, not a release build" >&2; return 1; }
   # From bindings/python, as scripts/test-python.sh runs it: the sources are
   # in bindings/python/python, which is not on sys.path, so `import fencelock`
   # is the installed package.

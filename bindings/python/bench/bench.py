@@ -24,6 +24,7 @@ import fencelock
 import redis
 import redis.asyncio
 from fencelock._native import _bench_core
+from release_build import require_release_build
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from redis_nodes import RedisNodes  # noqa: E402
@@ -208,6 +209,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
     ap.add_argument("--threads", type=int, default=32, help="threads (sync) and tasks (asyncio)")
     args = ap.parse_args(argv)
+    require_release_build()
     s, n = args.seconds, args.threads
     rows: List[Row] = []
 

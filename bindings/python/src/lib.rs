@@ -84,6 +84,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.setattr("_LockBase", m.py().get_type::<lock::LockBase>())?;
     m.setattr("_LeadershipBase", m.py().get_type::<election::LeadershipBase>())?;
     m.setattr("_bench_core", wrap_pyfunction!(bench::_bench_core, m)?)?;
+    // Which cargo profile built the module: the benchmarks refuse a debug build,
+    // which is what scripts/test-python.sh installs into target/python-venv.
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    m.setattr("_build_profile", profile)?;
     m.add("MIN_TTL", fencelock::MIN_TTL.as_secs_f64())?;
     m.add("MAX_TTL", fencelock::MAX_TTL.as_secs_f64())?;
     m.add("MAX_WAIT", fencelock::MAX_WAIT.as_secs_f64())?;
