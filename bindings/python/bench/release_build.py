@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 
 def require_release_build() -> None:
@@ -15,8 +16,9 @@ def require_release_build() -> None:
     import fencelock._native as native
 
     if getattr(native, "_build_profile", "release") != "release":
+        source = Path(__file__).resolve().parents[1]
         sys.exit(
             f"fencelock in {sys.prefix} is a debug build ({native.__file__}); "
             "benchmarks need a release build: "
-            f"{sys.executable} -m pip install --force-reinstall --no-deps ./bindings/python"
+            f"{sys.executable} -m pip install --force-reinstall --no-deps {source}"
         )

@@ -84,8 +84,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.setattr("_LockBase", m.py().get_type::<lock::LockBase>())?;
     m.setattr("_LeadershipBase", m.py().get_type::<election::LeadershipBase>())?;
     m.setattr("_bench_core", wrap_pyfunction!(bench::_bench_core, m)?)?;
-    // Which cargo profile built the module: the benchmarks refuse a debug build,
-    // which is what scripts/test-python.sh installs into target/python-venv.
+    // Whether the module was built with debug assertions (cargo's dev profile):
+    // the benchmarks refuse such a build, which scripts/test-python.sh installs.
     let profile = if cfg!(debug_assertions) {
         "debug"
     } else {

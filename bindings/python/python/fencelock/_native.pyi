@@ -67,8 +67,9 @@ def _bench_core(
 ) -> float:
     """Benchmark helper: acquire+release cycles in the Rust core alone; the elapsed seconds."""
 
-_build_profile: str
-"""The cargo profile this module was built with: ``"debug"`` or ``"release"``."""
+_build_profile: Literal["debug", "release"]
+"""How this module was built: ``"debug"`` with debug assertions on (cargo's dev profile),
+``"release"`` without."""
 
 # The core's events to logging (private: fencelock/_logging.py wraps them). Levels
 # are the core's numbers: 1 error, 2 warn, 3 info, 4 debug, 5 trace; None is none.
