@@ -839,7 +839,7 @@ if __name__ == "__main__":
     w.add_argument("--prefix", default="fencelock:")
     w.add_argument("--ttl-ms", type=int, default=10000)
     w.add_argument("--wait-ms", type=int, default=60000)
-    w.add_argument("--timeout-ms", type=int, default=int(os.environ.get("FENCELOCK_INTEROP_NODE_TIMEOUT_MS", "100")),
+    w.add_argument("--timeout-ms", type=int, default=int(os.environ.get("FENCELOCK_INTEROP_NODE_TIMEOUT_MS") or "100"),
                    help="the per-node timeout (default: FENCELOCK_INTEROP_NODE_TIMEOUT_MS, else 100)")
     w.add_argument("--elect", action="store_true", help="campaign (§4.10) instead of locking, announcing 'redis-py'")
     w.add_argument("--permits", type=int, default=0, help="take a permit of the semaphore (§4.11) instead")

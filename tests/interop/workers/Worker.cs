@@ -4,7 +4,7 @@
 // campaigns (announcing "dotnet", also FENCELOCK_INTEROP_ELECT=1) and logs its
 // epoch, `permits:K` a permit (logged as a fifth field, the counter untouched),
 // `rw` reads (even iterations, `r`) and writes (odd, `w`).
-// FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set, is the per-node timeout.
+// FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty), is the per-node timeout.
 //   mono InteropWorker.exe NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 using System;
 using System.Diagnostics;
@@ -33,7 +33,7 @@ static class InteropWorker
         TimeSpan ttl = TimeSpan.FromSeconds(10), wait = TimeSpan.FromSeconds(120);
         var options = new FenceLockOptions();
         string timeoutMs = Environment.GetEnvironmentVariable("FENCELOCK_INTEROP_NODE_TIMEOUT_MS");
-        if (timeoutMs != null)
+        if (!string.IsNullOrEmpty(timeoutMs))
         {
             options.NodeTimeout = TimeSpan.FromMilliseconds(int.Parse(timeoutMs));
         }

@@ -4,7 +4,7 @@
 // campaigns (announcing "jvm", also FENCELOCK_INTEROP_ELECT=1) and logs its
 // epoch, `permits:K` a permit (logged as a fifth field, the counter untouched),
 // `rw` reads (even iterations, `r`) and writes (odd, `w`).
-// FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set, is the per-node timeout.
+// FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty), is the per-node timeout.
 //   java -cp JAR:DEPS Worker.java NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 import dev.fencelock.Client;
 import dev.fencelock.Leadership;
@@ -38,7 +38,7 @@ public class Worker {
         Duration ttl = Duration.ofSeconds(10), wait = Duration.ofSeconds(120);
         Client.Builder builder = Client.builder().nodes(Arrays.asList(args[0].split(",")));
         String timeoutMs = System.getenv("FENCELOCK_INTEROP_NODE_TIMEOUT_MS");
-        if (timeoutMs != null) builder.nodeTimeout(Duration.ofMillis(Long.parseLong(timeoutMs)));
+        if (timeoutMs != null && !timeoutMs.isEmpty()) builder.nodeTimeout(Duration.ofMillis(Long.parseLong(timeoutMs)));
         try (Client client = builder.build()) {
             for (int i = 0; i < iterations; i++) {
                 AutoCloseable held;

@@ -4,8 +4,8 @@
  * campaigns (announcing "c", also FENCELOCK_INTEROP_ELECT=1; the leadership
  * is a lock whose fencing token is the epoch), `permits:K` a permit (logged
  * as a fifth field, the counter untouched), `rw` reads (even iterations, `r`)
- * and writes (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set, is the
- * per-node timeout.
+ * and writes (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not
+ * empty), is the per-node timeout.
  *   worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated) */
 #define _POSIX_C_SOURCE 200809L
 #include <fencelock.h>
@@ -37,9 +37,12 @@ int main(int argc, char **argv) {
   fencelock_error *error = NULL;
   fencelock_options *options = NULL;
   const char *timeout_ms = getenv("FENCELOCK_INTEROP_NODE_TIMEOUT_MS");
-  if (timeout_ms != NULL) {
+  if (timeout_ms != NULL && *timeout_ms != '\0') {
+    char *end = NULL;
+    unsigned long long ms = strtoull(timeout_ms, &end, 10);
+    if (*end != '\0') return fail("FENCELOCK_INTEROP_NODE_TIMEOUT_MS is not a number", NULL);
     if (fencelock_options_new(&options) != FENCELOCK_STATUS_OK ||
-        fencelock_options_set_node_timeout_ms(options, strtoull(timeout_ms, NULL, 10)) != FENCELOCK_STATUS_OK)
+        fencelock_options_set_node_timeout_ms(options, ms) != FENCELOCK_STATUS_OK)
       return fail("options", NULL);
   }
   fencelock_status connected = fencelock_client_new(urls, count, options, &client, &error);

@@ -4,7 +4,8 @@
 // campaigns (announcing "node", also FENCELOCK_INTEROP_ELECT=1; a leadership is
 // a lock whose fencing token is its epoch), `permits:K` a permit (logged as a
 // fifth field, counter untouched), `rw` reads (even iterations, `r`) and writes
-// (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set, is the per-node timeout.
+// (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty), is the
+// per-node timeout.
 //   node worker.js NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 'use strict';
 

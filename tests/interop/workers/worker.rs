@@ -4,7 +4,7 @@
 //! `elect` campaigns (announcing `rust`, also `FENCELOCK_INTEROP_ELECT=1`) and
 //! logs its epoch, `permits:K` takes a permit (logged as a fifth field, the
 //! counter untouched), `rw` reads (even iterations, `r`) and writes (odd, `w`).
-//! `FENCELOCK_INTEROP_NODE_TIMEOUT_MS`, if set, is the per-node timeout.
+//! `FENCELOCK_INTEROP_NODE_TIMEOUT_MS`, if set (not empty), is the per-node timeout.
 //!
 //! `interop-worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE` (NODES comma-separated)
 
@@ -57,7 +57,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: interop-worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE".into());
     };
     let mut builder = Client::builder().nodes(nodes.split(','));
-    if let Ok(ms) = std::env::var("FENCELOCK_INTEROP_NODE_TIMEOUT_MS") {
+    if let Some(ms) = std::env::var("FENCELOCK_INTEROP_NODE_TIMEOUT_MS")
+        .ok()
+        .filter(|ms| !ms.is_empty())
+    {
         builder = builder.node_timeout(Duration::from_millis(ms.parse()?));
     }
     let client = builder.build().await?;

@@ -4,8 +4,8 @@
 // instead: `elect` campaigns (announcing "go", also FENCELOCK_INTEROP_ELECT=1;
 // the leadership's fencing token is the epoch), `permits:K` a permit (logged
 // as a fifth field, the counter untouched), `rw` reads (even iterations,
-// `r`) and writes (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set,
-// is the per-node timeout.
+// `r`) and writes (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set
+// (not empty), is the per-node timeout.
 //
 //	worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 package main
@@ -33,7 +33,11 @@ func main() {
 	resource, counter, logFile := os.Args[2], os.Args[4], os.Args[5]
 	iterations, _ := strconv.Atoi(os.Args[3])
 	var options []fencelock.Option
-	if ms, err := strconv.Atoi(os.Getenv("FENCELOCK_INTEROP_NODE_TIMEOUT_MS")); err == nil {
+	if value := os.Getenv("FENCELOCK_INTEROP_NODE_TIMEOUT_MS"); value != "" {
+		ms, err := strconv.Atoi(value)
+		if err != nil {
+			fail("FENCELOCK_INTEROP_NODE_TIMEOUT_MS", err)
+		}
 		options = append(options, fencelock.WithNodeTimeout(time.Duration(ms)*time.Millisecond))
 	}
 	client, err := fencelock.NewClient(strings.Split(os.Args[1], ","), options...)
