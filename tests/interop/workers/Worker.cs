@@ -4,10 +4,12 @@
 // campaigns (announcing "dotnet", also FENCELOCK_INTEROP_ELECT=1) and logs its
 // epoch, `permits:K` a permit (logged as a fifth field, the counter untouched),
 // `rw` reads (even iterations, `r`) and writes (odd, `w`).
-// FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty), is the per-node timeout.
+// FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty), is the per-node timeout
+// in milliseconds (anything else fails the worker).
 //   mono InteropWorker.exe NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 using System;
 using System.Diagnostics;
+using System.Globalization;
 using System.IO;
 using System.Threading;
 using System.Threading.Tasks;
@@ -35,7 +37,7 @@ static class InteropWorker
         string timeoutMs = Environment.GetEnvironmentVariable("FENCELOCK_INTEROP_NODE_TIMEOUT_MS");
         if (!string.IsNullOrEmpty(timeoutMs))
         {
-            options.NodeTimeout = TimeSpan.FromMilliseconds(int.Parse(timeoutMs));
+            options.NodeTimeout = TimeSpan.FromMilliseconds(int.Parse(timeoutMs, NumberStyles.None, CultureInfo.InvariantCulture));
         }
         using (var client = new FenceLockClient(args[0].Split(','), options))
         {

@@ -4,7 +4,8 @@
 // campaigns (announcing "jvm", also FENCELOCK_INTEROP_ELECT=1) and logs its
 // epoch, `permits:K` a permit (logged as a fifth field, the counter untouched),
 // `rw` reads (even iterations, `r`) and writes (odd, `w`).
-// FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty), is the per-node timeout.
+// FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty), is the per-node timeout
+// in milliseconds (anything else fails the worker).
 //   java -cp JAR:DEPS Worker.java NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 import dev.fencelock.Client;
 import dev.fencelock.Leadership;

@@ -5,11 +5,14 @@
  * is a lock whose fencing token is the epoch), `permits:K` a permit (logged
  * as a fifth field, the counter untouched), `rw` reads (even iterations, `r`)
  * and writes (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not
- * empty), is the per-node timeout.
+ * empty), is the per-node timeout in milliseconds (anything else fails the
+ * worker).
  *   worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated) */
 #define _POSIX_C_SOURCE 200809L
 #include <fencelock.h>
 
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +42,14 @@ int main(int argc, char **argv) {
   const char *timeout_ms = getenv("FENCELOCK_INTEROP_NODE_TIMEOUT_MS");
   if (timeout_ms != NULL && *timeout_ms != '\0') {
     char *end = NULL;
+    errno = 0;
     unsigned long long ms = strtoull(timeout_ms, &end, 10);
-    if (*end != '\0') return fail("FENCELOCK_INTEROP_NODE_TIMEOUT_MS is not a number", NULL);
+    /* strtoull also takes spaces and a sign, and saturates on overflow. */
+    if (!isdigit((unsigned char)*timeout_ms) || *end != '\0' || errno == ERANGE) {
+      fprintf(stderr, "c worker: FENCELOCK_INTEROP_NODE_TIMEOUT_MS is not a number of milliseconds: '%s'\n",
+              timeout_ms);
+      return 1;
+    }
     if (fencelock_options_new(&options) != FENCELOCK_STATUS_OK ||
         fencelock_options_set_node_timeout_ms(options, ms) != FENCELOCK_STATUS_OK)
       return fail("options", NULL);

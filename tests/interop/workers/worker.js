@@ -5,7 +5,7 @@
 // a lock whose fencing token is its epoch), `permits:K` a permit (logged as a
 // fifth field, counter untouched), `rw` reads (even iterations, `r`) and writes
 // (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty), is the
-// per-node timeout.
+// per-node timeout in milliseconds (anything else fails the worker).
 //   node worker.js NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 'use strict';
 
@@ -35,6 +35,9 @@ function nowNs() {
 async function main() {
   const [nodes, resource, iterations, counter, log] = process.argv.slice(2);
   const timeout = process.env.FENCELOCK_INTEROP_NODE_TIMEOUT_MS;
+  if (timeout && !/^[0-9]+$/.test(timeout)) {
+    throw new Error(`FENCELOCK_INTEROP_NODE_TIMEOUT_MS is not a number of milliseconds: '${timeout}'`);
+  }
   const client = new Client({ nodes: nodes.split(','), nodeTimeoutMs: timeout ? Number(timeout) : undefined });
   const mode =
     process.env.FENCELOCK_INTEROP_ELECT === '1' ? 'elect' : process.env.FENCELOCK_INTEROP_TAKE || 'lock';

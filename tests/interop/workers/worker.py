@@ -6,7 +6,8 @@ epoch; `permits:K` takes one of K permits of the semaphore RESOURCE, leaves
 the counter alone and logs the permit as a fifth field; `rw` reads (even
 iterations, counter untouched, fifth field `r`) and writes (odd, `w`) the
 read-write lock RESOURCE. FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty),
-is the per-node timeout.
+is the per-node timeout
+in milliseconds (anything else fails the worker).
 
     python worker.py NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 """

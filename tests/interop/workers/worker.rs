@@ -4,7 +4,8 @@
 //! `elect` campaigns (announcing `rust`, also `FENCELOCK_INTEROP_ELECT=1`) and
 //! logs its epoch, `permits:K` takes a permit (logged as a fifth field, the
 //! counter untouched), `rw` reads (even iterations, `r`) and writes (odd, `w`).
-//! `FENCELOCK_INTEROP_NODE_TIMEOUT_MS`, if set (not empty), is the per-node timeout.
+//! `FENCELOCK_INTEROP_NODE_TIMEOUT_MS`, if set (not empty), is the per-node timeout
+//! in milliseconds (anything else fails the worker).
 //!
 //! `interop-worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE` (NODES comma-separated)
 
@@ -61,7 +62,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .filter(|ms| !ms.is_empty())
     {
-        builder = builder.node_timeout(Duration::from_millis(ms.parse()?));
+        let ms = ms
+            .parse()
+            .map_err(|e| format!("FENCELOCK_INTEROP_NODE_TIMEOUT_MS={ms:?}: {e}"))?;
+        builder = builder.node_timeout(Duration::from_millis(ms));
     }
     let client = builder.build().await?;
     let mode = match std::env::var("FENCELOCK_INTEROP_ELECT").is_ok_and(|v| v == "1") {

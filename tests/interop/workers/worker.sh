@@ -6,7 +6,8 @@
 # FENCELOCK_INTEROP_TAKE (see worker.py): `permits:K` runs with --permits K
 # (the counter untouched, FENCELOCK_PERMIT logged as a fifth field), `rw` with
 # --read (even iterations, `r`) and --write (odd, `w`).
-# FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty), is the per-node timeout.
+# FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty), is the per-node timeout
+# in milliseconds (anything else fails the worker).
 #   worker.sh FENCELOCK_BIN NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE
 set -euo pipefail
 bin=$1 nodes=$2 resource=$3 iterations=$4 counter=$5 log=$6

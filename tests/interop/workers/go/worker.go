@@ -5,7 +5,8 @@
 // the leadership's fencing token is the epoch), `permits:K` a permit (logged
 // as a fifth field, the counter untouched), `rw` reads (even iterations,
 // `r`) and writes (odd, `w`). FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set
-// (not empty), is the per-node timeout.
+// (not empty), is the per-node timeout in milliseconds (anything else fails
+// the worker).
 //
 //	worker NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 package main
