@@ -7,8 +7,8 @@
 # a build without one (target/TRIPLE/release, not target/release). Were the
 # other release builds (the C ABI and the CLI, the Go and JVM libraries)
 # made without it, tokio, redis, rustls and the core would compile twice per
-# test run. For the same reason no release build sets
-# RUSTFLAGS: the Node addon is stripped after its build (bindings/node/build.js).
+# test run. For the same reason no release build sets RUSTFLAGS: the Node
+# addon is stripped after its build (bindings/node/build.js).
 #
 #   FENCELOCK_HOST_TARGET  the host's triple (rustc -vV), e.g. x86_64-unknown-linux-gnu;
 #                          set already, it is kept (scripts/test-packages.sh runs

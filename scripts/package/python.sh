@@ -36,8 +36,10 @@ build() {
   rm -f "$dist"/fencelock-*.whl
   # maturin finds zig through the `ziglang` package of the tools' venv. No
   # debug information: --strip would throw it away, and this build shares its
-  # target directory with no other (docs/performance.md, "the Python front's tests on a debug build").
-  PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}/zig" CARGO_PROFILE_RELEASE_DEBUG=0 \
+  # target directory with no other (docs/performance.md, "the Python front's
+  # tests on a debug build").
+  PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}/zig" \
+    CARGO_PROFILE_RELEASE_DEBUG=0 \
     "$venv/bin/maturin" build --quiet --release --strip --zig --compatibility "$manylinux" \
     --manifest-path bindings/python/Cargo.toml --out "$dist" >&2
   wheel=$(package_artifact "$dist" "$wheel_glob")

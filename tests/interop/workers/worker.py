@@ -6,8 +6,7 @@ epoch; `permits:K` takes one of K permits of the semaphore RESOURCE, leaves
 the counter alone and logs the permit as a fifth field; `rw` reads (even
 iterations, counter untouched, fifth field `r`) and writes (odd, `w`) the
 read-write lock RESOURCE. FENCELOCK_INTEROP_NODE_TIMEOUT_MS, if set (not empty),
-is the per-node timeout
-in milliseconds (anything else fails the worker).
+is the per-node timeout in milliseconds (anything else fails the worker).
 
     python worker.py NODES RESOURCE ITERATIONS COUNTER_FILE LOG_FILE   (NODES comma-separated)
 """
@@ -29,6 +28,11 @@ def main() -> None:
     nodes, resource, iterations, counter, log = sys.argv[1:6]
     mode = take_mode()
     timeout_ms = os.environ.get("FENCELOCK_INTEROP_NODE_TIMEOUT_MS")
+    # (int() would also take spaces, a sign and underscores.)
+    if timeout_ms and not (timeout_ms.isascii() and timeout_ms.isdigit()):
+        sys.exit(
+            f"FENCELOCK_INTEROP_NODE_TIMEOUT_MS is not a number of milliseconds: {timeout_ms!r}"
+        )
     node_timeout = int(timeout_ms) / 1000 if timeout_ms else None
     with fencelock.Client(nodes.split(","), node_timeout=node_timeout) as client:
         for i in range(int(iterations)):
