@@ -27,14 +27,23 @@ fn script_calls(node: &RedisNode) -> u64 {
 }
 
 /// `waiters` clients queue up behind a holder: [`served_in_order`] (the
-/// queue counted on the first node).
+/// longest of the nodes' queues: a node the holder's grant missed, its
+/// connection not yet made on a loaded machine, grants each waiter there
+/// and never queues it, while the others do).
 async fn queue_up(nodes: &[RedisNode], resource: &str, waiters: usize, fair: bool) -> Vec<usize> {
     let mut clients = Vec::new();
     for _ in 0..=waiters {
         clients.push(client(nodes).await);
     }
     let holder = clients.remove(0);
-    served_in_order(holder, clients, resource, fair, || queue_len(&nodes[0], resource)).await
+    let in_line = || {
+        nodes
+            .iter()
+            .map(|node| queue_len(node, resource))
+            .max()
+            .unwrap_or(0)
+    };
+    served_in_order(holder, clients, resource, fair, in_line).await
 }
 
 fn queue_len(node: &RedisNode, resource: &str) -> usize {
