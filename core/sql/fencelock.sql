@@ -1469,7 +1469,7 @@ BEGIN
 END
 $$;
 
--- EXTEND(KEYS = {lock}, ARGV = {token, ttl_ms})
+-- EXTEND(KEYS = {lock, [size]}, ARGV = {token, ttl_ms})
 CREATE OR REPLACE FUNCTION __SCHEMA__.lua_extend(keys text[], args text[]) RETURNS jsonb
 LANGUAGE plpgsql
 SET search_path = __SCHEMA__, pg_temp
@@ -1483,6 +1483,11 @@ BEGIN
   IF current IS NOT DISTINCT FROM args[1] THEN
     -- redis.call('PEXPIRE', KEYS[1], ARGV[2])
     PERFORM pexpire(keys[1], args[2]);
+    -- if KEYS[2] and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+    IF cardinality(keys) >= 2 AND pttl(keys[2]) < tonumber(args[2]) THEN
+      -- redis.call('PEXPIRE', KEYS[2], ARGV[2])
+      PERFORM pexpire(keys[2], args[2]);
+    END IF;
     -- return 1
     RETURN to_jsonb(1);
   END IF;

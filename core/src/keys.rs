@@ -218,6 +218,9 @@ pub const MAX_PERMITS: u32 = 256;
 /// What follows a semaphore's hash tag in each of its keys.
 const SEMAPHORE_INFIX: &str = ":sem:";
 
+/// What follows [`SEMAPHORE_INFIX`] in a semaphore's size key.
+const SIZE_SUFFIX: &str = "permits";
+
 /// The keys of a counting semaphore named `S` (docs/protocol.md §2.1,
 /// §4.11): `P{S}:sem:<i>` for permit `i` (0-based), a lock key like any
 /// other, and `P{S}:sem:fence`, `:sem:queue`, `:sem:leases` and
@@ -249,7 +252,7 @@ impl SemaphoreKeys {
                 queue: key("queue"),
                 leases: key("leases"),
             },
-            size: key("permits"),
+            size: key(SIZE_SUFFIX),
             slots: (0..permits).map(|i| key(&i.to_string())).collect(),
             prefix_len: prefix.len(),
             permits,
@@ -274,6 +277,16 @@ impl SemaphoreKeys {
     /// `P{S}:sem:permits`: the number of permits its clients use.
     pub(crate) fn size(&self) -> &str {
         &self.size
+    }
+
+    /// `P{S}:sem:permits` from the key `P{S}:sem:<i>` of one of its permits,
+    /// for a held permit's renewal, which keeps the size alive with it.
+    pub(crate) fn size_of_permit(permit_key: &str) -> String {
+        [
+            permit_key.trim_end_matches(|c: char| c.is_ascii_digit()),
+            SIZE_SUFFIX,
+        ]
+        .concat()
     }
 
     pub(crate) fn waiters(&self) -> &WaiterKeys {
@@ -461,6 +474,13 @@ mod tests {
         );
         assert_eq!(keys.fence(), "p:{jobs}x}:sem:fence");
         assert_eq!(keys.size(), "p:{jobs}x}:sem:permits");
+        let wide = SemaphoreKeys::new("p:", "q7", 12).unwrap();
+        for slot in [0, 3, 10] {
+            assert_eq!(
+                SemaphoreKeys::size_of_permit(wide.permit(slot).lock()),
+                wide.size()
+            );
+        }
         assert_eq!(keys.waiters().queue, "p:{jobs}x}:sem:queue");
         let permit = keys.permit(2);
         assert_eq!(permit.lock(), "p:{jobs}x}:sem:2");

@@ -223,11 +223,11 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
     let nodes = &client.nodes;
     let sent = Instant::now();
     let ttl_ms = ttl.as_millis().to_string();
-    let keys = [state.lock_key()];
+    let keys = state.extend_keys();
     let change = nodes
         .decide_ttl_change(
             &scripts::EXTEND,
-            &keys,
+            &keys.list(),
             &[state.token.as_str(), &ttl_ms],
             |r| compare_and_act(r) == Some(CompareAndAct::Done),
             |sending| {

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::fenced::Fence;
-use crate::keys::{HeldKeys, HeldKind, LockKeys, WaiterKeys};
+use crate::keys::{HeldKeys, HeldKind, LockKeys, SemaphoreKeys, WaiterKeys};
 use crate::lease::{Leases, Outcome};
 use crate::linger::Linger;
 use crate::metrics::ClientMetrics;
@@ -226,6 +226,17 @@ impl LockState {
         &self.lock_key
     }
 
+    /// The KEYS of this lock's EXTEND (docs/protocol.md §3.3): its key and,
+    /// for a permit, the semaphore's size key, which must live as long as
+    /// any permit is held (§4.11).
+    pub(crate) fn extend_keys(&self) -> ExtendKeys<'_> {
+        ExtendKeys {
+            lock: &self.lock_key,
+            size: matches!(self.kind, HeldKind::Permit(_))
+                .then(|| SemaphoreKeys::size_of_permit(&self.lock_key)),
+        }
+    }
+
     pub(crate) fn resource(&self) -> &str {
         &self.lock_key[self.prefix_len + 1..self.resource_end]
     }
@@ -314,6 +325,18 @@ impl LockState {
         self.timing()
             .valid_until
             .saturating_duration_since(Instant::now())
+    }
+}
+
+/// The KEYS of a held lock's EXTEND ([`LockState::extend_keys`]).
+pub(crate) struct ExtendKeys<'a> {
+    lock: &'a str,
+    size: Option<String>,
+}
+
+impl ExtendKeys<'_> {
+    pub(crate) fn list(&self) -> Vec<&str> {
+        std::iter::once(self.lock).chain(self.size.as_deref()).collect()
     }
 }
 

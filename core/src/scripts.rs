@@ -621,10 +621,12 @@ return 0
     )
 });
 
-/// `EXTEND(KEYS = {lock}, ARGV = {token, ttl_ms})`: compare-and-pexpire.
+/// `EXTEND(KEYS = {lock, [size]}, ARGV = {token, ttl_ms})`: compare-and-pexpire.
 ///
 /// Returns 1 when extended, 0 when another owner holds the key, -1 when absent.
-/// Never re-creates a missing key.
+/// Never re-creates a missing key. A permit's renewal names its semaphore's
+/// size key too, whose remaining time it raises to `ttl_ms` when shorter, so
+/// the size lives as long as any permit is held (docs/protocol.md §4.11).
 pub(crate) static EXTEND: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         "extend",
@@ -632,6 +634,9 @@ pub(crate) static EXTEND: LazyLock<LuaScript> = LazyLock::new(|| {
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if KEYS[2] and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  end
   return 1
 end
 if current == false then return -1 end
@@ -864,6 +869,20 @@ mod tests {
             if let Some(pubsub) = listening.as_mut() {
                 let published = published(pubsub, &mut connection);
                 assert_eq!(published, case["published"], "{name} published: {}", case["why"]);
+            }
+            for (key, range) in case
+                .get("pttl_after")
+                .and_then(|p| p.as_object())
+                .into_iter()
+                .flatten()
+            {
+                let pttl: i64 = redis::cmd("PTTL").arg(key).query(&mut connection).unwrap();
+                let (low, high) = (range[0].as_i64().unwrap(), range[1].as_i64().unwrap());
+                assert!(
+                    (low..=high).contains(&pttl),
+                    "{name}: PTTL {key} is {pttl}: {}",
+                    case["why"]
+                );
             }
         }
     }

@@ -208,6 +208,60 @@ async fn clients_that_disagree_on_the_permits_get_a_clear_error() {
     assert!(client.semaphore("", 1).is_err());
 }
 
+/// The size lives as long as a permit is held (protocol.md §4.11): each
+/// renewal, the watchdog's or an explicit extend, keeps the size key at
+/// least as long as the permit's key, so a client of another size is
+/// refused for the whole hold, not only for the first second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_permit_keeps_the_size_for_as_long_as_it_is_held() {
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    let client = client(&nodes).await;
+    let size_key = "fencelock:{kept}:sem:permits";
+    let refused_another_size = || async {
+        let err = client
+            .semaphore("kept", 3)
+            .unwrap()
+            .acquire(options(5_000, 0))
+            .await
+            .expect_err("a client of another size is refused while a permit is held");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    };
+    let renewed = client
+        .semaphore("kept", 2)
+        .unwrap()
+        .acquire(options(300, 0))
+        .await
+        .unwrap();
+    // Past the size key's first expiry: max(ttl, the waiter lease of 1 s).
+    tokio::time::sleep(ms(1_500)).await;
+    assert!(
+        renewed.is_held() && renewed.renewals() >= 3,
+        "renewals: {}",
+        renewed.renewals()
+    );
+    let left = pttl(&nodes[0], size_key);
+    assert!(
+        left > 0,
+        "the watchdog's renewals keep the size key (PTTL {left})"
+    );
+    refused_another_size().await;
+    renewed.release().await.unwrap();
+
+    let extended = client
+        .semaphore("kept", 2)
+        .unwrap()
+        .acquire(options(300, 0).auto_renew(false))
+        .await
+        .unwrap();
+    extended.extend(ms(3_000)).await.unwrap();
+    tokio::time::sleep(ms(1_200)).await;
+    assert!(extended.is_held());
+    let left = pttl(&nodes[0], size_key);
+    assert!(left > 0, "an explicit extend keeps the size key (PTTL {left})");
+    refused_another_size().await;
+    extended.release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holders_counts_the_permits_held_and_each_permit_is_its_own_lock() {
     let nodes = RedisNode::start_many(3, &NodeOptions::default());

@@ -436,6 +436,18 @@ def check_independent_implementation() -> List[str]:
                 reply = run()
             if reply != case["reply"]:
                 problems.append(f"redis-py client: {case['script']} ({case['why']}) gave {reply!r}")
+            for key, (low, high) in case.get("pttl_after", {}).items():
+                if not low <= node.pttl(key) <= high:
+                    problems.append(f"redis-py client: {case['script']} ({case['why']}) left PTTL {key} at {node.pttl(key)}")
+        # §3.3, §4.11: extending a permit keeps the semaphore's size key at least as long.
+        client = ProtocolClient(urls)
+        permit = client.semaphore_acquire("vectors:sem", 2, ttl_ms=500, wait_ms=1000)
+        size_key = client.lock_key("vectors:sem") + ":sem:permits"
+        if permit is None or not permit.extend(60000) or node.pttl(size_key) < 50000:
+            problems.append(f"redis-py client: extending a permit left {size_key} at PTTL {node.pttl(size_key)}")
+        if permit is not None:
+            permit.release()
+        client.close()
         for vector in vectors["keys"]:
             client = ProtocolClient(urls, key_prefix=vector["prefix"])
             lock = client.acquire(vector["resource"], ttl_ms=5000, wait_ms=1000)

@@ -173,6 +173,9 @@ return 0
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if KEYS[2] and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  end
   return 1
 end
 if current == false then return -1 end
@@ -425,7 +428,7 @@ return 0
 SHAS = {  # §3, as printed; checked against the sources at import time
     "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "b72eded995974ad44d1d1af5a83f64189e24dcaa",
     "LEAVE": "074ed4702fc3df7aa55671a11ff501174285c962",
-    "EXTEND": "a293ab5f156952336304e6b031ecc5901cee43fd", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
+    "EXTEND": "2a2d5cc0d5e8057584fd47c1114f6ebd5ec5f6ef", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
     "ANNOUNCE": "24386894b776be97d7f8edfcf82681b94ef95547",
     "SEM_ACQUIRE": "d8de36bfe83c87767e261e0a5c6a6cf25d7da93a",
@@ -491,6 +494,8 @@ class ProtocolLock:
     def __init__(self, client, resource, token, fencing_token, ttl_ms, bases, key, release):
         self._c, self.resource, self._token, self._key, self._release = client, resource, token, key, release
         self.permit = int(key.rsplit(":", 1)[1]) if ":sem:" in key else None  # §2.1: P{S}:sem:<i>
+        # §3.3, §4.11: a permit's renewals keep the semaphore's size key P{S}:sem:permits alive.
+        self._extend_keys = [key] if self.permit is None else [key, key.rsplit(":", 1)[0] + ":permits"]
         self.fencing_token, self.ttl_ms = fencing_token, ttl_ms
         self.holder = secrets.randbelow(2**63 - 1) + 1  # §3.5: 1 to 2^63 - 1, per grant
         # §4.5, per node: (sent, ttl_ms) of the last confirmed request or None, and the shortest
@@ -509,7 +514,7 @@ class ProtocolLock:
         if self.lost or self.released or time.monotonic() >= self.valid_until:
             return False
         c, sent = self._c, time.monotonic()
-        res = c._quorum("EXTEND", [self._key], [self._token, str(ttl_ms)], lambda v: v == 1)
+        res = c._quorum("EXTEND", self._extend_keys, [self._token, str(ttl_ms)], lambda v: v == 1)
         for i, r in enumerate(res):
             if _is_int(r, 1):
                 self._bases[i] = (sent, ttl_ms)
