@@ -9,7 +9,7 @@
 //
 // A fourth row, "ioredis + our scripts", is not a library: it is fencelock's
 // wire protocol (the acquire script with its fencing INCR, then the
-// compare-and-delete) sent bare through ioredis. Beside redis-semaphore's
+// release script) sent bare through ioredis, read from docs/protocol.md. Beside redis-semaphore's
 // Mutex (the same ioredis, acquiring with a plain SET) its Redis CPU shows
 // what issuing the fencing token atomically with the grant costs Redis,
 // which any client of that protocol pays, apart from the client's own cost.
@@ -24,6 +24,8 @@
 // the table.
 
 const crypto = require('node:crypto')
+const fs = require('node:fs')
+const path = require('node:path')
 const { Client } = require('..')
 const { RedisNodes } = require('../test/helpers.js')
 const Redis = require('ioredis')
@@ -37,39 +39,23 @@ const ROUNDS = Number(process.argv[3] ?? 5)
 const WARMUP_MS = 500
 
 /**
- * fencelock's acquire and release scripts (docs/protocol.md §3, each source
- * starting and ending with a newline), for the bare-protocol row; checked
- * against the SHA1s in tests/vectors/protocol.json so the copy cannot drift.
+ * One of fencelock's scripts as docs/protocol.md carries it (the first `lua`
+ * block of its §3 section, with the newlines inside the fences), for the
+ * bare-protocol row; its SHA1 is checked against tests/vectors/protocol.json,
+ * so the row cannot measure a script the protocol no longer has.
  */
-const ACQUIRE_SCRIPT = `
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
-end
-return 0
-`
-const RELEASE_SCRIPT = `
-local current = redis.call('GET', KEYS[1])
-if current == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-if current == false then return -1 end
-return 0
-`
-/** Throws if a copied script is no longer the protocol's (it would measure something else). */
-function checkScriptCopies() {
+function protocolScript(name) {
+  const doc = fs.readFileSync(path.join(__dirname, '../../../docs/protocol.md'), 'utf8')
+  const section = doc.split('\n### 3.').find((s) => s.split('\n', 1)[0].endsWith(` ${name}`))
+  const body = section?.split('```lua')[1]?.split('\n```')[0]
+  if (body === undefined) throw new Error(`docs/protocol.md has no lua block for ${name}`)
+  const source = body + '\n'
+  const sha = crypto.createHash('sha1').update(source).digest('hex')
   const { scripts } = require('../../../tests/vectors/protocol.json')
-  for (const [name, source] of [
-    ['ACQUIRE', ACQUIRE_SCRIPT],
-    ['RELEASE', RELEASE_SCRIPT],
-  ]) {
-    const sha = crypto.createHash('sha1').update(source).digest('hex')
-    if (sha !== scripts[name]) {
-      throw new Error(
-        `bench.js's copy of ${name} differs from tests/vectors/protocol.json: copy it from docs/protocol.md`,
-      )
-    }
+  if (sha !== scripts[name]) {
+    throw new Error(`docs/protocol.md's ${name} has SHA1 ${sha}, tests/vectors/protocol.json says ${scripts[name]}`)
   }
+  return source
 }
 
 /** CPU seconds the Redis nodes have used so far (`INFO cpu`, user + system). */
@@ -175,18 +161,23 @@ async function semaphoreCycles(urls, tag, probes) {
 
 async function bareProtocolCycles(urls, tag, probes) {
   const clients = urls.map((url) => new Redis(url))
+  const [acquire, release] = [protocolScript('ACQUIRE'), protocolScript('RELEASE')]
   for (const c of clients) {
-    c.defineCommand('fencelockAcquire', { numberOfKeys: 2, lua: ACQUIRE_SCRIPT })
-    c.defineCommand('fencelockRelease', { numberOfKeys: 1, lua: RELEASE_SCRIPT })
+    c.defineCommand('fencelockAcquire', { numberOfKeys: 4, lua: acquire })
+    c.defineCommand('fencelockRelease', { numberOfKeys: 3, lua: release })
   }
   const result = await measure(probes, async (i) => {
     const key = `bench:bare:{${tag}:${i}}`
-    const fence = `${key}:fence`
+    const [fence, queue, leases] = [`${key}:fence`, `${key}:queue`, `${key}:leases`]
     return async () => {
       const token = crypto.randomBytes(16).toString('hex')
-      const granted = await Promise.all(clients.map((c) => c.fencelockAcquire(key, fence, token, TTL_MS)))
+      // An attempt that will not wait (no waiter id), as an uncontended acquire (§3.1).
+      const granted = await Promise.all(
+        clients.map((c) => c.fencelockAcquire(key, fence, queue, leases, token, TTL_MS, '', '0', '1000', '0')),
+      )
       if (!granted.every((n) => n >= 1)) throw new Error(`bare acquire refused: ${granted}`)
-      await Promise.all(clients.map((c) => c.fencelockRelease(key, token)))
+      // Nobody queued, so no hand-off: window_ms and counted as our clients send them (§3.2).
+      await Promise.all(clients.map((c) => c.fencelockRelease(key, queue, leases, token, '200', '1', '')))
     }
   })
   await Promise.all(clients.map((c) => c.quit()))
@@ -236,7 +227,9 @@ function spread(runs, base) {
 }
 
 async function main() {
-  checkScriptCopies()
+  // Before any node starts: the document's scripts must be the vectors'.
+  protocolScript('ACQUIRE')
+  protocolScript('RELEASE')
   const nodes = await RedisNodes.start(5)
   const probes = nodes.urls.map((url) => new Redis(url))
   try {
