@@ -1476,6 +1476,7 @@ SET search_path = __SCHEMA__, pg_temp
 AS $$
 DECLARE
   current text;
+  left_ms bigint;  -- `left` is an SQL keyword
 BEGIN
   -- local current = redis.call('GET', KEYS[1])
   current := get(keys[1]);
@@ -1483,10 +1484,14 @@ BEGIN
   IF current IS NOT DISTINCT FROM args[1] THEN
     -- redis.call('PEXPIRE', KEYS[1], ARGV[2])
     PERFORM pexpire(keys[1], args[2]);
-    -- if KEYS[2] and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
-    IF cardinality(keys) >= 2 AND pttl(keys[2]) < tonumber(args[2]) THEN
-      -- redis.call('PEXPIRE', KEYS[2], ARGV[2])
-      PERFORM pexpire(keys[2], args[2]);
+    -- if KEYS[2] then
+    IF cardinality(keys) >= 2 THEN
+      -- local left = redis.call('PTTL', KEYS[2])
+      left_ms := pttl(keys[2]);
+      -- if left >= 0 and left < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
+      IF left_ms >= 0 AND left_ms < tonumber(args[2]) THEN
+        PERFORM pexpire(keys[2], args[2]);
+      END IF;
     END IF;
     -- return 1
     RETURN to_jsonb(1);

@@ -55,6 +55,9 @@ pub(crate) struct LockKeys {
     pub(crate) kind: HeldKind,
     /// For a reader of a read-write lock: the keys its release looks at.
     pub(crate) reader: Option<ReaderKeys>,
+    /// For a semaphore's permit: the semaphore's size key, which the
+    /// permit's renewals keep alive (docs/protocol.md §3.3, §4.11).
+    pub(crate) size: Option<String>,
 }
 
 /// What holding a lock key is, for messages and [`crate::Lock::permit`].
@@ -91,11 +94,13 @@ pub(crate) struct ReaderKeys {
 }
 
 /// The keys of a held lock that are not derived from its lock key: a
-/// permit's or a read-write lock's queue, and a reader's release keys.
+/// permit's or a read-write lock's queue, a reader's release keys, and a
+/// permit's size key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct HeldKeys {
     pub(crate) waiters: WaiterKeys,
     pub(crate) reader: Option<ReaderKeys>,
+    pub(crate) size: Option<String>,
 }
 
 /// The two keys that hold a lock's waiters.
@@ -127,6 +132,7 @@ impl LockKeys {
             prefix_len: prefix.len(),
             kind: HeldKind::Lock,
             reader: None,
+            size: None,
         })
     }
 
@@ -192,14 +198,17 @@ impl LockKeys {
     }
 
     /// The lock key and, when they are not the ones [`WaiterKeys::of`]
-    /// derives from it (a semaphore's permits share one queue, and so do a
-    /// read-write lock's readers and writers), the other keys it needs.
+    /// derives from it (a semaphore's permits share one queue and a size
+    /// key, and a read-write lock's readers and writers one queue), the
+    /// other keys it needs.
     pub(crate) fn into_held(self) -> (String, Option<Box<HeldKeys>>) {
-        let derived = WaiterKeys::of(&self.lock) == self.waiters && self.reader.is_none();
+        let derived =
+            WaiterKeys::of(&self.lock) == self.waiters && self.reader.is_none() && self.size.is_none();
         let held = (!derived).then(|| {
             Box::new(HeldKeys {
                 waiters: self.waiters,
                 reader: self.reader,
+                size: self.size,
             })
         });
         (self.lock, held)
@@ -223,8 +232,9 @@ const SIZE_SUFFIX: &str = "permits";
 
 /// The keys of a counting semaphore named `S` (docs/protocol.md §2.1,
 /// §4.11): `P{S}:sem:<i>` for permit `i` (0-based), a lock key like any
-/// other, and `P{S}:sem:fence`, `:sem:queue`, `:sem:leases` and
-/// `:sem:permits` shared by all of them.
+/// other but that its renewals name the size key too, and
+/// `P{S}:sem:fence`, `:sem:queue`, `:sem:leases` and `:sem:permits` (the
+/// size key) shared by all of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SemaphoreKeys {
     base: String,
@@ -279,16 +289,6 @@ impl SemaphoreKeys {
         &self.size
     }
 
-    /// `P{S}:sem:permits` from the key `P{S}:sem:<i>` of one of its permits,
-    /// for a held permit's renewal, which keeps the size alive with it.
-    pub(crate) fn size_of_permit(permit_key: &str) -> String {
-        [
-            permit_key.trim_end_matches(|c: char| c.is_ascii_digit()),
-            SIZE_SUFFIX,
-        ]
-        .concat()
-    }
-
     pub(crate) fn waiters(&self) -> &WaiterKeys {
         &self.waiters
     }
@@ -299,7 +299,7 @@ impl SemaphoreKeys {
     }
 
     /// The keys of permit `slot` once held: a lock on its own key, with the
-    /// semaphore's counter and queue.
+    /// semaphore's counter, queue and size.
     pub(crate) fn permit(&self, slot: usize) -> LockKeys {
         LockKeys {
             lock: self.slots[slot].clone(),
@@ -309,6 +309,7 @@ impl SemaphoreKeys {
             resource_end: self.base.len() - SEMAPHORE_INFIX.len() - 1,
             kind: HeldKind::Permit(u32::try_from(slot).unwrap_or(u32::MAX)),
             reader: None,
+            size: Some(self.size.clone()),
         }
     }
 }
@@ -407,6 +408,7 @@ impl RwKeys {
             resource_end: self.resource_end(),
             kind,
             reader,
+            size: None,
         }
     }
 }
@@ -474,16 +476,14 @@ mod tests {
         );
         assert_eq!(keys.fence(), "p:{jobs}x}:sem:fence");
         assert_eq!(keys.size(), "p:{jobs}x}:sem:permits");
-        let wide = SemaphoreKeys::new("p:", "q7", 12).unwrap();
-        for slot in [0, 3, 10] {
-            assert_eq!(
-                SemaphoreKeys::size_of_permit(wide.permit(slot).lock()),
-                wide.size()
-            );
-        }
         assert_eq!(keys.waiters().queue, "p:{jobs}x}:sem:queue");
         let permit = keys.permit(2);
         assert_eq!(permit.lock(), "p:{jobs}x}:sem:2");
+        assert_eq!(
+            permit.size.as_deref(),
+            Some(keys.size()),
+            "renewals keep the size"
+        );
         assert_eq!(permit.fence(), keys.fence());
         assert_eq!(
             &permit.lock()[permit.prefix_len + 1..permit.resource_end],

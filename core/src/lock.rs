@@ -227,7 +227,7 @@ async fn extend(state: &Arc<LockState>, client: &ClientShared, ttl: Duration) ->
     let change = nodes
         .decide_ttl_change(
             &scripts::EXTEND,
-            &keys.list(),
+            keys.list(),
             &[state.token.as_str(), &ttl_ms],
             |r| compare_and_act(r) == Some(CompareAndAct::Done),
             |sending| {

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::fenced::Fence;
-use crate::keys::{HeldKeys, HeldKind, LockKeys, SemaphoreKeys, WaiterKeys};
+use crate::keys::{HeldKeys, HeldKind, LockKeys, WaiterKeys};
 use crate::lease::{Leases, Outcome};
 use crate::linger::Linger;
 use crate::metrics::ClientMetrics;
@@ -230,10 +230,15 @@ impl LockState {
     /// for a permit, the semaphore's size key, which must live as long as
     /// any permit is held (§4.11).
     pub(crate) fn extend_keys(&self) -> ExtendKeys<'_> {
-        ExtendKeys {
-            lock: &self.lock_key,
-            size: matches!(self.kind, HeldKind::Permit(_))
-                .then(|| SemaphoreKeys::size_of_permit(&self.lock_key)),
+        match self.held.as_ref().and_then(|held| held.size.as_deref()) {
+            Some(size) => ExtendKeys {
+                keys: [&self.lock_key, size],
+                len: 2,
+            },
+            None => ExtendKeys {
+                keys: [&self.lock_key, ""],
+                len: 1,
+            },
         }
     }
 
@@ -328,15 +333,16 @@ impl LockState {
     }
 }
 
-/// The KEYS of a held lock's EXTEND ([`LockState::extend_keys`]).
+/// The KEYS of a held lock's EXTEND ([`LockState::extend_keys`]), kept
+/// on the stack: every renewal of every lock builds them.
 pub(crate) struct ExtendKeys<'a> {
-    lock: &'a str,
-    size: Option<String>,
+    keys: [&'a str; 2],
+    len: usize,
 }
 
-impl ExtendKeys<'_> {
-    pub(crate) fn list(&self) -> Vec<&str> {
-        std::iter::once(self.lock).chain(self.size.as_deref()).collect()
+impl<'a> ExtendKeys<'a> {
+    pub(crate) fn list(&self) -> &[&'a str] {
+        &self.keys[..self.len]
     }
 }
 

@@ -634,8 +634,9 @@ pub(crate) static EXTEND: LazyLock<LuaScript> = LazyLock::new(|| {
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if KEYS[2] and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  if KEYS[2] then
+    local left = redis.call('PTTL', KEYS[2])
+    if left >= 0 and left < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
   end
   return 1
 end

@@ -412,7 +412,7 @@ fn renewal_pipeline(renewing: &[Renewing]) -> redis::Pipeline {
         }
         pipe.add_command(eval_cmd(
             &scripts::EXTEND,
-            &lock.extend_keys().list(),
+            lock.extend_keys().list(),
             &[lock.token.as_str(), &ttl_ms],
         ));
     }

@@ -173,8 +173,9 @@ return 0
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if KEYS[2] and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  if KEYS[2] then
+    local left = redis.call('PTTL', KEYS[2])
+    if left >= 0 and left < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
   end
   return 1
 end
@@ -428,7 +429,7 @@ return 0
 SHAS = {  # §3, as printed; checked against the sources at import time
     "ACQUIRE": "d6852d9480d5cab12806e73f0d1c92d50ab20919", "RELEASE": "b72eded995974ad44d1d1af5a83f64189e24dcaa",
     "LEAVE": "074ed4702fc3df7aa55671a11ff501174285c962",
-    "EXTEND": "2a2d5cc0d5e8057584fd47c1114f6ebd5ec5f6ef", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
+    "EXTEND": "918119dcdfd7bde2f9bf454953e908fe4fb68679", "RAISE_FENCE": "47ffe1b6f7161ac465068d73a91dc415e52f0514",
     "FENCED_SET": "d994da4f6b510a6fceaa105cadd8457225bd2eeb", "FENCED_GET": "7967fcbeab6330684aba873ad57883ad6866ccfa",
     "ANNOUNCE": "24386894b776be97d7f8edfcf82681b94ef95547",
     "SEM_ACQUIRE": "d8de36bfe83c87767e261e0a5c6a6cf25d7da93a",
@@ -489,13 +490,12 @@ class _Node:
 
 class ProtocolLock:
     """A lock, a semaphore's permit (§4.11) or a read-write lock's grant (§4.12): `key` is the key it
-    holds, `release` the script and KEYS that release it."""
+    holds, `release` the script and KEYS that release it, `extend_keys` the KEYS of its EXTEND (a
+    permit's name the semaphore's size key too, §3.3), `permit` the permit's number or None."""
 
-    def __init__(self, client, resource, token, fencing_token, ttl_ms, bases, key, release):
+    def __init__(self, client, resource, token, fencing_token, ttl_ms, bases, key, release, extend_keys, permit):
         self._c, self.resource, self._token, self._key, self._release = client, resource, token, key, release
-        self.permit = int(key.rsplit(":", 1)[1]) if ":sem:" in key else None  # §2.1: P{S}:sem:<i>
-        # §3.3, §4.11: a permit's renewals keep the semaphore's size key P{S}:sem:permits alive.
-        self._extend_keys = [key] if self.permit is None else [key, key.rsplit(":", 1)[0] + ":permits"]
+        self._extend_keys, self.permit = extend_keys, permit
         self.fencing_token, self.ttl_ms = fencing_token, ttl_ms
         self.holder = secrets.randbelow(2**63 - 1) + 1  # §3.5: 1 to 2^63 - 1, per grant
         # §4.5, per node: (sent, ttl_ms) of the last confirmed request or None, and the shortest
@@ -621,13 +621,14 @@ class ProtocolClient:
 
     def _claim(self, kind, name, permits=0):
         """What an attempt asks for (§4.2, §4.11, §4.12): per kind, the acquire script and KEYS for
-        a token, how a grant names what it holds, the undo, and the held key with its release."""
+        a token, how a grant names what it holds, the undo, and the held key with its release and
+        the KEYS of its EXTEND (§3.3)."""
         if kind == "lock":
             lk = self.lock_key(name)
             waiters = [lk, lk + ":queue", lk + ":leases"]
             return dict(kind=kind, name=name, fence=lk + ":fence", leave=("LEAVE", waiters),
                         keys=lambda: ("ACQUIRE", [lk, lk + ":fence", lk + ":queue", lk + ":leases"], [], None),
-                        held=lambda slot, extra: (lk, ("RELEASE", waiters)),
+                        held=lambda slot, extra: (lk, ("RELEASE", waiters), [lk]),
                         undo=lambda keep, extra: ("RELEASE", waiters, ["0", "1"]))
         base = self.lock_key(name) + (":sem:" if kind == "permit" else ":rw:")
         queue, leases = base + "queue", base + "leases"
@@ -643,14 +644,15 @@ class ProtocolClient:
                 return ("SEM_ACQUIRE", [base + "permits", base + "fence", queue, leases]
                         + [slots[i] for i in order], args, order)
             return dict(kind=kind, name=name, fence=base + "fence", leave=("SEM_LEAVE", [queue, leases] + slots),
-                        keys=keys, held=lambda slot, extra: (slots[slot], ("RELEASE", [slots[slot], queue, leases])),
+                        keys=keys, held=lambda slot, extra: (slots[slot], ("RELEASE", [slots[slot], queue, leases]),
+                                                             [slots[slot], base + "permits"]),
                         undo=lambda keep, extra: ("SEM_UNDO", [k for i, k in enumerate(slots) if i != keep], []))
         write, readers = base + "write", base + "readers"
         rw_keys = [write, base + "fence", queue, leases, readers, base + "writers"]
         common = dict(kind=kind, name=name, fence=base + "fence", leave=("LEAVE", [write, queue, leases]))
         if kind == "write":
             return dict(common, keys=lambda: ("WRITE_ACQUIRE", rw_keys, [], None),
-                        held=lambda slot, extra: (write, ("RELEASE", [write, queue, leases])),
+                        held=lambda slot, extra: (write, ("RELEASE", [write, queue, leases]), [write]),
                         undo=lambda keep, extra: ("RELEASE", [write, queue, leases], ["0", "1"]))
 
         def read_keys():  # §4.12: a fresh reader key per attempt, the same on every node
@@ -659,7 +661,7 @@ class ProtocolClient:
 
         def read_release(reader):
             return "READ_RELEASE", [reader, write, queue, leases, readers]
-        return dict(common, keys=read_keys, held=lambda slot, reader: (reader, read_release(reader)),
+        return dict(common, keys=read_keys, held=lambda slot, reader: (reader, read_release(reader), [reader]),
                     undo=lambda keep, reader: (*read_release(reader), ["0", "1"]))
 
     @staticmethod
@@ -715,8 +717,9 @@ class ProtocolClient:
         if claim["kind"] == "permit":  # §4.11: a node that granted another permit gives it back
             self._undo(claim, token, res, extra, keep=winner)
         bases = [(sent, ttl_ms) if c is not None else None for c in counters]
-        key, release = claim["held"](winner, extra)
-        return ProtocolLock(self, claim["name"], token, fence, ttl_ms, bases, key, release), None
+        key, release, extend_keys = claim["held"](winner, extra)
+        permit = winner if claim["kind"] == "permit" else None
+        return ProtocolLock(self, claim["name"], token, fence, ttl_ms, bases, key, release, extend_keys, permit), None
 
     def campaign(self, resource, ttl_ms=30000, wait_ms=10000, value="redis-py"):  # §4.10; None = timeout
         lock = self.acquire(resource, ttl_ms, wait_ms)

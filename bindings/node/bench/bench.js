@@ -45,10 +45,12 @@ const WARMUP_MS = 500
  * so the row cannot measure a script the protocol no longer has.
  */
 function protocolScript(name) {
-  const doc = fs.readFileSync(path.join(__dirname, '../../../docs/protocol.md'), 'utf8')
-  const section = doc.split('\n### 3.').find((s) => s.split('\n', 1)[0].endsWith(` ${name}`))
-  const body = section?.split('```lua')[1]?.split('\n```')[0]
-  if (body === undefined) throw new Error(`docs/protocol.md has no lua block for ${name}`)
+  const doc = fs.readFileSync(path.join(__dirname, '../../../docs/protocol.md'), 'utf8').replace(/\r\n/g, '\n')
+  // `### 3.1 ACQUIRE`: the script's name is the heading's word after its number.
+  const section = doc.split('\n### 3.').find((s) => /^\d+ (\S+)/.exec(s)?.[1] === name)
+  if (section === undefined) throw new Error(`docs/protocol.md has no §3 section for ${name}`)
+  const body = section.split('```lua')[1]?.split('\n```')[0]
+  if (body === undefined) throw new Error(`docs/protocol.md's §3 section for ${name} has no lua block`)
   const source = body + '\n'
   const sha = crypto.createHash('sha1').update(source).digest('hex')
   const { scripts } = require('../../../tests/vectors/protocol.json')
