@@ -232,7 +232,7 @@ const SIZE_SUFFIX: &str = "permits";
 
 /// The keys of a counting semaphore named `S` (docs/protocol.md §2.1,
 /// §4.11): `P{S}:sem:<i>` for permit `i` (0-based), a lock key like any
-/// other but that its renewals name the size key too, and
+/// other, except that its renewals also name the size key, and
 /// `P{S}:sem:fence`, `:sem:queue`, `:sem:leases` and `:sem:permits` (the
 /// size key) shared by all of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -464,6 +464,24 @@ mod tests {
         assert_eq!(keys.queue(), "fencelock:{orders:42}:queue");
         assert_eq!(keys.leases(), "fencelock:{orders:42}:leases");
         assert_eq!(keys.prefix_len, "fencelock:".len());
+    }
+
+    #[test]
+    fn a_held_permit_keeps_its_size_key_and_a_held_lock_needs_no_other_keys() {
+        let (_, held) = LockKeys::new("p:", "res").unwrap().into_held();
+        assert!(held.is_none(), "a plain lock's other keys derive from its key");
+        let (key, held) = SemaphoreKeys::new("p:", "jobs", 2).unwrap().permit(1).into_held();
+        assert_eq!(key, "p:{jobs}:sem:1");
+        assert_eq!(
+            held.and_then(|held| held.size).as_deref(),
+            Some("p:{jobs}:sem:permits")
+        );
+        let (_, held) = RwKeys::new("p:", "doc").unwrap().held_write().into_held();
+        assert_eq!(
+            held.map(|held| held.size),
+            Some(None),
+            "a writer renews its key alone"
+        );
     }
 
     #[test]

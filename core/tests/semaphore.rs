@@ -217,12 +217,20 @@ async fn a_held_permit_keeps_the_size_for_as_long_as_it_is_held() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
     let client = client(&nodes).await;
     let size_key = "fencelock:{kept}:sem:permits";
+    // Both read in one MULTI, so no time passes between them.
     let size_outlives = |permit: &fencelock::Lock, by: &str| {
-        let permit_left = pttl(&nodes[0], &slot_key("kept", permit.permit().unwrap()));
-        let size_left = pttl(&nodes[0], size_key);
+        let (permit_left, size_left): (i64, i64) = redis::pipe()
+            .atomic()
+            .cmd("PTTL")
+            .arg(slot_key("kept", permit.permit().unwrap()))
+            .cmd("PTTL")
+            .arg(size_key)
+            .query(&mut nodes[0].connection())
+            .unwrap();
         assert!(
             permit_left > 0 && size_left >= permit_left - 50,
-            "after {by}, the size key should live as long as the permit: PTTL {size_left} against {permit_left}"
+            "after {by}, the size key should live as long as the permit: \
+             PTTL {size_left} against {permit_left}"
         );
     };
     let refused_another_size = || async {

@@ -443,9 +443,14 @@ def check_independent_implementation() -> List[str]:
         client = ProtocolClient(urls)
         permit = client.semaphore_acquire("vectors:sem", 2, ttl_ms=500, wait_ms=1000)
         size_key = client.lock_key("vectors:sem") + ":sem:permits"
-        if permit is None or not permit.extend(60000) or node.pttl(size_key) < 50000:
-            problems.append(f"redis-py client: extending a permit left {size_key} at PTTL {node.pttl(size_key)}")
-        if permit is not None:
+        if permit is None:
+            problems.append("redis-py client: could not take a permit of an unused semaphore")
+        elif not permit.extend(60000):
+            problems.append("redis-py client: could not extend its permit")
+        else:
+            left = node.pttl(size_key)
+            if left < 50000:
+                problems.append(f"redis-py client: extending a permit to 60 s left {size_key} at PTTL {left}")
             permit.release()
         client.close()
         for vector in vectors["keys"]:

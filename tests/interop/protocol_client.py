@@ -490,11 +490,11 @@ class _Node:
 
 class ProtocolLock:
     """A lock, a semaphore's permit (§4.11) or a read-write lock's grant (§4.12): `key` is the key it
-    holds, `release` the script and KEYS that release it, `extend_keys` the KEYS of its EXTEND (a
-    permit's name the semaphore's size key too, §3.3), `permit` the permit's number or None."""
+    holds, `release` the script and KEYS that release it, `extend_keys` the KEYS of its EXTEND (for a
+    permit, the semaphore's size key too, §3.3), `permit` the permit's number or None."""
 
     def __init__(self, client, resource, token, fencing_token, ttl_ms, bases, key, release, extend_keys, permit):
-        self._c, self.resource, self._token, self._key, self._release = client, resource, token, key, release
+        self._c, self.resource, self._token, self.key, self._release = client, resource, token, key, release
         self._extend_keys, self.permit = extend_keys, permit
         self.fencing_token, self.ttl_ms = fencing_token, ttl_ms
         self.holder = secrets.randbelow(2**63 - 1) + 1  # §3.5: 1 to 2^63 - 1, per grant

@@ -9,10 +9,11 @@
 //
 // A fourth row, "ioredis + our scripts", is not a library: it is fencelock's
 // wire protocol (the acquire script with its fencing INCR, then the
-// release script) sent bare through ioredis, read from docs/protocol.md. Beside redis-semaphore's
-// Mutex (the same ioredis, acquiring with a plain SET) its Redis CPU shows
-// what issuing the fencing token atomically with the grant costs Redis,
-// which any client of that protocol pays, apart from the client's own cost.
+// release script, both read from docs/protocol.md) sent bare through
+// ioredis. Beside redis-semaphore's Mutex (the same ioredis, acquiring with
+// a plain SET) its Redis CPU shows what issuing the fencing token
+// atomically with the grant costs Redis, which any client of that protocol
+// pays, apart from the client's own cost.
 //
 //   cd bindings/node/bench && npm install && node bench.js [seconds-per-run] [rounds]
 //
