@@ -437,8 +437,8 @@ def check_independent_implementation() -> List[str]:
             if reply != case["reply"]:
                 problems.append(f"redis-py client: {case['script']} ({case['why']}) gave {reply!r}")
             for key, (low, high) in case.get("pttl_after", {}).items():
-                if not low <= node.pttl(key) <= high:
-                    problems.append(f"redis-py client: {case['script']} ({case['why']}) left PTTL {key} at {node.pttl(key)}")
+                if not low <= (left := node.pttl(key)) <= high:
+                    problems.append(f"redis-py client: {case['script']} ({case['why']}) left PTTL {key} at {left}")
         # §3.3, §4.11: extending a permit keeps the semaphore's size key at least as long.
         client = ProtocolClient(urls)
         permit = client.semaphore_acquire("vectors:sem", 2, ttl_ms=500, wait_ms=1000)

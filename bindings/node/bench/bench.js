@@ -61,6 +61,13 @@ function protocolScript(name) {
   return source
 }
 
+let bareScripts
+/** ACQUIRE and RELEASE for the bare-protocol row, read and checked once. */
+function bareProtocolScripts() {
+  bareScripts ??= { acquire: protocolScript('ACQUIRE'), release: protocolScript('RELEASE') }
+  return bareScripts
+}
+
 /** CPU seconds the Redis nodes have used so far (`INFO cpu`, user + system). */
 async function redisCpuSeconds(probes) {
   let total = 0
@@ -164,7 +171,7 @@ async function semaphoreCycles(urls, tag, probes) {
 
 async function bareProtocolCycles(urls, tag, probes) {
   const clients = urls.map((url) => new Redis(url))
-  const [acquire, release] = [protocolScript('ACQUIRE'), protocolScript('RELEASE')]
+  const { acquire, release } = bareProtocolScripts()
   for (const c of clients) {
     c.defineCommand('fencelockAcquire', { numberOfKeys: 4, lua: acquire })
     c.defineCommand('fencelockRelease', { numberOfKeys: 3, lua: release })
@@ -231,8 +238,7 @@ function spread(runs, base) {
 
 async function main() {
   // Before any node starts: the document's scripts must be the vectors'.
-  protocolScript('ACQUIRE')
-  protocolScript('RELEASE')
+  bareProtocolScripts()
   const nodes = await RedisNodes.start(5)
   const probes = nodes.urls.map((url) => new Redis(url))
   try {
