@@ -179,26 +179,26 @@ async fn waiters_outlive_a_node_restart() {
     let nodes = RedisNode::start_many(3, &NodeOptions::default());
     let waiters = clients(&nodes, 5).await;
     let holder = builder_for(urls(&nodes)).build().await.unwrap();
-    let held = holder.acquire("restart", options(10_000, 0)).await.unwrap();
+    // On every node: one the grant missed (its connection not yet made on a
+    // loaded machine) would grant each waiter there and never queue it.
+    let held = acquire_everywhere(&holder, &nodes, "restart", options(10_000, 0)).await;
+    let name = held.resource().to_owned();
     let waits = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for client in &waiters {
-        let (client, waits) = (client.clone(), waits.clone());
+        let (client, waits, name) = (client.clone(), waits.clone(), name.clone());
         tasks.push(tokio::spawn(async move {
-            let lock = client.acquire("restart", options(10_000, 30_000)).await.unwrap();
+            let lock = client.acquire(&name, options(10_000, 30_000)).await.unwrap();
             waits.lock().unwrap().push(Instant::now());
             tokio::time::sleep(ms(2)).await;
             lock.release().await.unwrap();
         }));
     }
-    let queued = wait_until(ms(5_000), || {
-        nodes.iter().all(|node| queue_len(node, "restart") == 5)
-    })
-    .await;
+    let queued = wait_until(ms(5_000), || nodes.iter().all(|node| queue_len(node, &name) == 5)).await;
     assert!(queued, "the waiters never queued everywhere");
     nodes[1].restart();
     assert_eq!(
-        queue_len(&nodes[1], "restart"),
+        queue_len(&nodes[1], &name),
         0,
         "the restarted node kept its queue"
     );
