@@ -8,10 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
-# For the host's triple, as the packages' release build (scripts/release-build.sh).
-source scripts/release-build.sh
+# The packages' release build (scripts/release-build.sh, with their toolchain:
+# scripts/package/toolchain.sh), so that the packages built below reuse its crates.
+source scripts/package/common.sh
 release=$FENCELOCK_RELEASE_DIR
-cargo build --quiet --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-demo -p fencelock-cli -p fencelock-ffi
+with_zig cargo build --quiet --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-demo -p fencelock-cli -p fencelock-ffi
 if command -v gcc >/dev/null 2>&1; then
   gcc -std=c11 -O2 -I include tests/interop/workers/worker.c -L "$release" \
     -Wl,-rpath,"$release" -lfencelock -o "$release/interop-worker-c"

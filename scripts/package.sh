@@ -5,8 +5,9 @@
 # Each front's recipe is scripts/package/FRONT.sh: `build DIST` writes that
 # front's artifacts into DIST; `test DIST` installs them in a clean place and
 # runs the front's tests against the installed copy (scripts/test-packages.sh
-# calls it with cargo and rustc off the PATH). Native code is a release build,
-# stripped of debug information; only linux x86-64 (glibc) is built.
+# calls it with cargo and rustc off the PATH). Native code is one release build,
+# linked against glibc 2.17 by zig (scripts/package/toolchain.sh) and stripped
+# of debug information; only linux x86-64 (glibc) is built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
@@ -22,9 +23,9 @@ dist=$(package_dist)
 mkdir -p "$dist"
 # The C ABI and the CLI in one cargo command, so tokio and redis are built once
 # for both; the C tarball, the .NET and Go packages and the CLI take their
-# files from it.
-echo "== cargo build --release --target $FENCELOCK_HOST_TARGET -p fencelock-ffi -p fencelock-cli"
-cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-ffi -p fencelock-cli
+# files from it, and the other fronts' builds reuse its crates.
+echo "== cargo build --release --target $FENCELOCK_HOST_TARGET -p fencelock-ffi -p fencelock-cli (zig, glibc $PACKAGE_GLIBC)"
+with_zig cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-ffi -p fencelock-cli
 for front in "${fronts[@]}"; do
   echo "== package $front"
   "scripts/package/$front.sh" build "$dist"

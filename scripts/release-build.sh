@@ -10,6 +10,13 @@
 # test run. For the same reason no release build sets RUSTFLAGS: the Node
 # addon is stripped after its build (bindings/node/build.js).
 #
+# The packages' builds (scripts/package.sh and its recipes) also name one
+# linker and C compiler, zig for glibc 2.17 (with_zig in
+# scripts/package/toolchain.sh), which cargo fingerprints: they share their
+# crates with each other and with scripts/demo.sh's, not with a release
+# build made without with_zig (bindings/go/build-lib.sh, scripts/install-c.sh
+# by default), which compiles them again.
+#
 #   FENCELOCK_HOST_TARGET  the host's triple (rustc -vV), e.g. x86_64-unknown-linux-gnu;
 #                          set already, it is kept (scripts/test-packages.sh runs
 #                          the package recipes with rustc off the PATH)

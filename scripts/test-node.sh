@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Tests the Node front on a fresh Debian machine with node (>= 20.17) and npm:
-# builds the redis-nodes harness, runs `npm install` in bindings/node (whose
-# "prepare" script builds the napi-rs addon from source), checks that the
-# build left the committed loader and typings (native.js, native.d.ts)
-# unchanged, type-checks the TypeScript test file, runs the node:test suite
-# against real redis-server nodes, checks formatting, and runs the example.
-# Idempotent; exits non-zero on any failure.
+# builds the redis-nodes harness, installs bindings/node's devDependencies,
+# builds the addon as a debug build, type-checks the TypeScript test file,
+# runs the node:test suite against real redis-server nodes, checks
+# formatting, and runs the example. Idempotent; exits non-zero on any failure.
+#
+# The addon is built by cargo alone, into target/debug beside the crates
+# `cargo test` compiled, and copied to where the napi-rs loader (native.js)
+# looks for it; `napi build` always passes --target, which would compile
+# tokio, redis and the core once more for a target directory of their own.
+# The release build from build.js (the package's "prepare" script) is built
+# and tested by scripts/package/node.sh, which also checks that it leaves the
+# committed loader and typings (native.js, native.d.ts) unchanged
+# (docs/performance.md, "one toolchain for every package").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
@@ -18,19 +25,21 @@ export npm_config_fund=false npm_config_audit=false npm_config_update_notifier=f
 echo "== cargo build -p fencelock-harness --bin redis-nodes"
 cargo build -q -p fencelock-harness --bin redis-nodes
 
-echo "== npm install (bindings/node; builds the addon)"
+echo "== npm install (bindings/node devDependencies; no \"prepare\", so no release build)"
 # `npm install`, not `npm ci`: the registry mirror lags on other platforms'
 # optional packages, so a lock written here may not satisfy `npm ci`.
-(cd bindings/node && npm install --no-audit --no-fund)
-# A fresh clone builds in `prepare`; when npm found nothing to install it may
-# skip it, so build explicitly when the addon is missing or older than the sources.
-addon=$(ls bindings/node/fencelock.*.node 2>/dev/null | head -1 || true)
-if [ -z "$addon" ] || [ -n "$(find bindings/node/src bindings/node/Cargo.toml core/src -newer "$addon" -print -quit)" ]; then
-  (cd bindings/node && npm run build)
-fi
+(cd bindings/node && npm install --ignore-scripts --no-audit --no-fund)
 
-echo "== committed loader and typings match the build"
-git diff --exit-code -- bindings/node/native.js bindings/node/native.d.ts
+if [ "$(uname -s)" != Linux ] || ldd --version 2>&1 | grep -qi musl; then
+  echo "the Node front's tests build its addon for Linux with glibc only" >&2
+  exit 1
+fi
+addon="fencelock.linux-$(node -p process.arch)-gnu.node"
+echo "== cargo build -p fencelock-node; target/debug/libfencelock_node.so as bindings/node/$addon"
+cargo build -q -p fencelock-node
+cp --remove-destination "${CARGO_TARGET_DIR:-target}/debug/libfencelock_node.so" "bindings/node/$addon"
+profile=$(cd bindings/node && node -p "require('./native.js').BUILD_PROFILE")
+[ "$profile" = debug ] || { echo "bindings/node/$addon says it is a '$profile' build, not the debug build just copied" >&2; exit 1; }
 
 echo "== tsc --noEmit (TypeScript file using await using)"
 (cd bindings/node && npm run --silent typecheck)
@@ -42,4 +51,5 @@ echo "== node --test"
 (cd bindings/node && npm test)
 
 echo "== example (examples/node)"
-(cd examples/node && npm install --no-audit --no-fund >/dev/null && node demo.js)
+# (--ignore-scripts: the linked bindings/node would run "prepare", a release build.)
+(cd examples/node && npm install --ignore-scripts --no-audit --no-fund >/dev/null && node demo.js)

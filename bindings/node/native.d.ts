@@ -161,6 +161,13 @@ export declare class NativeSemaphore {
   holders(): Promise<number>
 }
 
+/**
+ * How the addon was built: `"debug"` (cargo's dev profile, with debug
+ * assertions, which scripts/test-node.sh builds) or `"release"`. The
+ * benchmarks refuse a debug build.
+ */
+export declare const BUILD_PROFILE: string
+
 /** Options of one campaign, as checked by `lib/args.js`. */
 export interface CampaignOptions {
   /** The leader's lease, in ms (absent: the client's default ttl). */

@@ -840,6 +840,7 @@ module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.NativeObservation = nativeBinding.NativeObservation
 module.exports.NativeRwLock = nativeBinding.NativeRwLock
 module.exports.NativeSemaphore = nativeBinding.NativeSemaphore
+module.exports.BUILD_PROFILE = nativeBinding.BUILD_PROFILE
 module.exports.forwardLogs = nativeBinding.forwardLogs
 module.exports.init = nativeBinding.init
 module.exports.latencyBucketsMs = nativeBinding.latencyBucketsMs

@@ -17,6 +17,7 @@ fill() {
   FENCELOCK_LIB_DIR=$FENCELOCK_RELEASE_DIR FENCELOCK_PC_PREFIX='${pcfiledir}/../..' \
     scripts/install-c.sh "$1" >/dev/null
   strip --strip-debug "$1/lib/libfencelock.so" "$1/lib/libfencelock.a"
+  package_check_glibc "$1/lib/libfencelock.so" >&2
   cp examples/c/inventory.c "$1/"
 }
 

@@ -11,6 +11,7 @@ tarball="$name-x86_64-linux-gnu.tar.gz"
 
 fill() {
   strip -o "$1/fencelock" "$FENCELOCK_RELEASE_DIR/fencelock"
+  package_check_glibc "$1/fencelock" >&2
 }
 
 # The unpacked binary: its version; a busy lock refused with the documented

@@ -18,6 +18,7 @@ PACKAGE_FRONTS=(c cli python node dotnet jvm go)
 FENCELOCK_VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 export FENCELOCK_VERSION
 source scripts/release-build.sh
+source scripts/package/toolchain.sh
 
 # The absolute path of the packages' directory.
 package_dist() {

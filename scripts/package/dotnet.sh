@@ -43,6 +43,7 @@ nuget_in() {
 build() {
   local so="$FENCELOCK_RELEASE_DIR/libfencelock.so" work stage listed manifest missing=() entry
   [ -f "$so" ] || { echo "dotnet: $so is missing: run scripts/package.sh (it builds fencelock-ffi in release)" >&2; return 1; }
+  package_check_glibc "$so"
   case "$FENCELOCK_VERSION" in
     *-*.*) echo "dotnet: nuget 2.8 cannot pack version $FENCELOCK_VERSION (a SemVer 2 pre-release with a dot)" >&2; return 1 ;;
   esac

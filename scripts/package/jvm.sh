@@ -67,7 +67,8 @@ build() {
   # generator would compile uniffi's bindgen and its template engine optimized,
   # minutes on 2 cores, for a program that only reads the library's metadata.
   echo "== cargo build --release --target $FENCELOCK_HOST_TARGET -p fencelock-jvm --lib; the generator: cargo build -p fencelock-jvm --features cli"
-  cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-jvm --lib
+  with_zig cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-jvm --lib
+  package_check_glibc "$FENCELOCK_RELEASE_DIR/libfencelock_jvm.so"
   cargo build -q -p fencelock-jvm --features cli
 
   echo "== uniffi-bindgen (Kotlin) from the release library; the library, stripped, into the jar's resources"

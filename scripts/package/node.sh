@@ -42,12 +42,21 @@ build() {
       fail "npm install in bindings/node failed (above); the napi-rs CLI is needed to build the addon"
   fi
   # `napi build --release`, then strip (build.js): writes the addon, and
-  # regenerates native.js with this version in its platform-package check.
-  (cd "$pkg" && node build.js)
+  # regenerates native.js with this version in its platform-package check,
+  # and the typings native.d.ts from the Rust sources.
+  (cd "$pkg" && with_zig node build.js)
   [ -f "$pkg/$addon" ] || fail "the build wrote no bindings/node/$addon"
   # build.js only warns when it cannot strip; a package must not carry the symbols.
   if readelf -S "$pkg/$addon" | grep -F .symtab >/dev/null; then
     fail "bindings/node/$addon still has its symbols: build.js could not strip it (is binutils' strip installed?)"
+  fi
+  package_check_glibc "$pkg/$addon"
+  # The Node front's tests run on an addon built by cargo alone
+  # (scripts/test-node.sh), so this build is the one that regenerates the
+  # committed loader and typings; from a checkout they must not have changed.
+  if git -C "$pkg" rev-parse --is-inside-work-tree >/dev/null 2>&1 &&
+    ! git -C "$pkg" diff --exit-code -- native.js native.d.ts >&2; then
+    fail "the build changed bindings/node/native.js or native.d.ts (above), which are committed: commit what it wrote"
   fi
   grep -qF "expected $FENCELOCK_VERSION but got" "$pkg/native.js" ||
     fail "bindings/node/native.js does not expect platform packages at $FENCELOCK_VERSION; rebuild it with (cd bindings/node && npm run build)"
@@ -167,7 +176,9 @@ assert.equal(expected, path.join(fs.realpathSync('node_modules'), platformPackag
 const loaded = Object.keys(require.cache).filter((file) => file.endsWith('.node'))
 assert.deepEqual(loaded, [expected], 'the addon loaded')
 assert.equal(fencelock.VERSION, version)
-console.log(`fencelock ${fencelock.VERSION} loaded ${path.relative(process.cwd(), expected)}`)
+// (native.js is not in the package's "exports": reached by its path.)
+assert.equal(require(path.join(installed, 'native.js')).BUILD_PROFILE, 'release', 'the addon is a release build')
+console.log(`fencelock ${fencelock.VERSION} loaded ${path.relative(process.cwd(), expected)}, a release build`)
 EOF
   # Without its platform package, fencelock must refuse to load and say why.
   local missing

@@ -4,43 +4,24 @@
 #   scripts/package/python.sh build DIST | test DIST     (see scripts/package/common.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root=$(pwd)
 source scripts/package/common.sh
 verb=$1 dist=$2
-# The oldest glibc the wheel promises to run on: 2.17 (manylinux2014: RHEL 7,
-# Ubuntu 18.04, Debian 10 and later). maturin builds with zig as the C
-# compiler and linker (--zig), which links against that glibc's symbols
-# whatever glibc this machine has; auditwheel checks the result. The build
-# has a target directory of its own (target/zig): its C compiler differs
-# from the other builds', so sharing one would rebuild ring and everything
-# above it each time either runs.
-manylinux=manylinux_2_17
+# The oldest glibc the wheel promises to run on is the packages' (manylinux2014:
+# RHEL 7, Ubuntu 18.04, Debian 10 and later): the extension is linked by zig
+# like every package's native code (scripts/package/toolchain.sh), and
+# auditwheel checks the result.
+manylinux=manylinux_${PACKAGE_GLIBC/./_}
 wheel_glob="fencelock-$FENCELOCK_VERSION-cp39-abi3-*${manylinux}_x86_64.whl"
-
-# A virtualenv of its own for the build tools, so their versions are the
-# pinned ones whatever else is installed.
-tools_venv() {
-  local venv="${CARGO_TARGET_DIR:-$root/target}/package-venv"
-  # Installed again whenever the pinned list changes (a copy of it marks what is installed).
-  if ! cmp -s bindings/python/requirements-package.txt "$venv/requirements-package.txt"; then
-    python3 -m venv "$venv"
-    PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q -r bindings/python/requirements-package.txt
-    cp bindings/python/requirements-package.txt "$venv/requirements-package.txt"
-  fi
-  printf '%s\n' "$venv"
-}
 
 build() {
   local venv wheel
-  venv=$(tools_venv)
+  venv=$(package_tools_venv)
   rm -f "$dist"/fencelock-*.whl
-  # maturin finds zig through the `ziglang` package of the tools' venv. No
-  # debug information: --strip would throw it away, and this build shares its
-  # target directory with no other (docs/performance.md, "the Python front's
-  # tests on a debug build").
-  PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}/zig" \
-    CARGO_PROFILE_RELEASE_DEBUG=0 \
-    "$venv/bin/maturin" build --quiet --release --strip --zig --compatibility "$manylinux" \
+  # The release build for the host's triple (not maturin --zig, whose zig
+  # wrapper would be another linker to cargo): only pyo3 and the extension
+  # compile here; the rest comes from scripts/package.sh's build.
+  PATH="$venv/bin:$PATH" with_zig "$venv/bin/maturin" build --quiet --release --strip \
+    --target "$FENCELOCK_HOST_TARGET" --compatibility "$manylinux" \
     --manifest-path bindings/python/Cargo.toml --out "$dist" >&2
   wheel=$(package_artifact "$dist" "$wheel_glob")
   # auditwheel reads the wheel's ELF files: which glibc symbol versions and

@@ -29,6 +29,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { Client } = require('..')
 const { RedisNodes } = require('../test/helpers.js')
+const { requireReleaseBuild } = require('./release-build.js')
 const Redis = require('ioredis')
 const Redlock = require('redlock')
 const { Mutex, RedlockMutex } = require('redis-semaphore')
@@ -237,7 +238,8 @@ function spread(runs, base) {
 }
 
 async function main() {
-  // Before any node starts: the document's scripts must be the vectors'.
+  // Before any node starts: a release addon, and the document's scripts must be the vectors'.
+  requireReleaseBuild()
   bareProtocolScripts()
   const nodes = await RedisNodes.start(5)
   const probes = nodes.urls.map((url) => new Redis(url))

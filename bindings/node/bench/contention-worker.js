@@ -9,6 +9,9 @@
 // (granted and released are null for a call still waiting at the end).
 // With FENCELOCK_BENCH_PERMITS=K the semaphore contenders take one of K permits.
 
+const { requireReleaseBuild } = require('./release-build.js')
+requireReleaseBuild()
+
 const { Client, LockTimeoutError } = require('..')
 const Redis = require('ioredis')
 const Redlock = require('redlock')

@@ -121,6 +121,16 @@ pub fn loss_reason_text(name: String) -> String {
 #[napi]
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// How the addon was built: `"debug"` (cargo's dev profile, with debug
+/// assertions, which scripts/test-node.sh builds) or `"release"`. The
+/// benchmarks refuse a debug build.
+#[napi]
+pub const BUILD_PROFILE: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
+
 /// The addon's Rust allocations (not Node's) go through mimalloc: every
 /// operation allocates on one thread and frees on another, where glibc's
 /// malloc takes arena locks.
