@@ -14,8 +14,10 @@
 # linker and C compiler, zig for glibc 2.17 (with_zig in
 # scripts/package/toolchain.sh), which cargo fingerprints: they share their
 # crates with each other and with scripts/demo.sh's, not with a release
-# build made without with_zig (bindings/go/build-lib.sh, scripts/install-c.sh
-# by default), which compiles them again.
+# build made without with_zig (bindings/node/build.js, the Node package's
+# "prepare" that `npm install` runs there; bindings/go/build-lib.sh;
+# scripts/install-c.sh by default), which compiles them again, in the same
+# directory, so that the next package build compiles them once more.
 #
 #   FENCELOCK_HOST_TARGET  the host's triple (rustc -vV), e.g. x86_64-unknown-linux-gnu;
 #                          set already, it is kept (scripts/test-packages.sh runs

@@ -30,7 +30,7 @@ echo "== npm install (bindings/node devDependencies; no \"prepare\", so no relea
 # optional packages, so a lock written here may not satisfy `npm ci`.
 (cd bindings/node && npm install --ignore-scripts --no-audit --no-fund)
 
-if [ "$(uname -s)" != Linux ] || ldd --version 2>&1 | grep -qi musl; then
+if [ "$(uname -s)" != Linux ] || { ldd --version 2>&1 || true; } | grep -qi musl; then
   echo "the Node front's tests build its addon for Linux with glibc only" >&2
   exit 1
 fi
@@ -40,6 +40,13 @@ cargo build -q -p fencelock-node
 cp --remove-destination "${CARGO_TARGET_DIR:-target}/debug/libfencelock_node.so" "bindings/node/$addon"
 profile=$(cd bindings/node && node -p "require('./native.js').BUILD_PROFILE")
 [ "$profile" = debug ] || { echo "bindings/node/$addon says it is a '$profile' build, not the debug build just copied" >&2; exit 1; }
+echo "== the benchmarks refuse this debug build"
+if refusal=$(cd bindings/node && node -e "require('./bench/release-build.js').requireReleaseBuild()" 2>&1); then
+  echo "bindings/node/bench/release-build.js accepted a debug addon" >&2
+  exit 1
+fi
+grep -qF "is a debug build; benchmarks need a release build" <<<"$refusal" ||
+  { echo "bindings/node/bench/release-build.js failed otherwise: $refusal" >&2; exit 1; }
 
 echo "== tsc --noEmit (TypeScript file using await using)"
 (cd bindings/node && npm run --silent typecheck)

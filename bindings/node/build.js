@@ -49,9 +49,10 @@ function builtAddon() {
 
 // Strips the release addon of its symbols and debug information (tens of MB)
 // with the system's strip, rather than napi's --strip: that sets RUSTFLAGS,
-// which makes cargo build every crate again, apart from the other release
-// builds of the repository's scripts (scripts/release-build.sh). Windows'
-// linker keeps debug information out of the DLL already.
+// which changes every crate's fingerprint. So scripts/package/node.sh, which
+// runs this file with the packages' toolchain (scripts/package/toolchain.sh),
+// reuses the crates of the other packages' release builds. Windows' linker
+// keeps debug information out of the DLL already.
 function strip(addon) {
   if (process.platform === 'win32') return
   const args = process.platform === 'darwin' ? ['-x', addon] : [addon]

@@ -2,8 +2,9 @@
 # scripts/package/common.sh, not run).
 #
 # Every package's native code (the C library, the CLI, the wheel's extension,
-# the Node addon, the .NET, JVM and Go libraries) comes from one release build
-# for the host's triple (scripts/release-build.sh), linked against glibc
+# the Node addon, the .NET, JVM and Go libraries) comes from release builds
+# for the host's triple (scripts/release-build.sh) that share one toolchain
+# and so one set of compiled crates, linked against glibc
 # $PACKAGE_GLIBC whatever glibc this machine has: zig compiles ring's C and
 # assembly and links, through cargo-zigbuild's `zig cc` front, which turns
 # the flags rustc and the cc crate pass into zig's.
@@ -14,20 +15,25 @@
 # core) once more, minutes on 2 cores (docs/performance.md, "The test run's
 # time: one toolchain for every package").
 
-# The oldest glibc every package runs on: manylinux2014 (RHEL 7, Ubuntu
-# 18.04, Debian 10 and later).
+# The newest glibc symbol version a package may reference: manylinux2014's
+# floor (RHEL 7, Ubuntu 18.04, Debian 10 and later).
 PACKAGE_GLIBC=2.17
 
 # The repository's root, read once: the functions below run from any folder.
 PACKAGE_TOOLCHAIN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
+# The target directory as an absolute path: the cc crate runs the C compiler
+# from each crate's own folder.
+package_target_dir() {
+  realpath -m "${CARGO_TARGET_DIR:-$PACKAGE_TOOLCHAIN_ROOT/target}"
+}
+
 # The tools' virtualenv (scripts/package/requirements.txt: maturin,
 # auditwheel, zig, cargo-zigbuild); prints its path. Installed again whenever
 # the pinned list changes (a copy of the list marks what is installed).
 package_tools_venv() {
-  local root=$PACKAGE_TOOLCHAIN_ROOT venv list
-  venv="${CARGO_TARGET_DIR:-$root/target}/package-venv"
-  list="$root/scripts/package/requirements.txt"
+  local venv list=$PACKAGE_TOOLCHAIN_ROOT/scripts/package/requirements.txt
+  venv="$(package_target_dir)/package-venv"
   if ! cmp -s "$list" "$venv/requirements.txt"; then
     python3 -m venv "$venv" >&2
     PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q -r "$list" >&2
@@ -42,7 +48,7 @@ package_tools_venv() {
 # a debug build given these variables would stop sharing target/debug with
 # the tests' builds.
 with_zig() {
-  local root=$PACKAGE_TOOLCHAIN_ROOT venv wrapper zig_target env_target
+  local venv zig_version wrapper zig_target env_target
   case "$FENCELOCK_HOST_TARGET" in
     *-unknown-linux-gnu) ;;
     *)
@@ -53,11 +59,13 @@ with_zig() {
   venv=$(package_tools_venv)
   zig_target="${FENCELOCK_HOST_TARGET%%-*}-linux-gnu.$PACKAGE_GLIBC"
   # cargo takes a linker as one program, so the flags live in a script. Its
-  # path stays the same from run to run, as the fingerprints need. Zig finds
-  # its own glibc for -target; no sanitizer runtime is linked (zig cc turns
-  # UBSan on in C builds without optimization); -g keeps the debug
-  # information for the packages' own strip.
-  wrapper="${CARGO_TARGET_DIR:-$root/target}/zig-toolchain/cc-$zig_target"
+  # path stays the same from run to run, as the fingerprints need, and names
+  # zig's version, so that another zig compiles ring's C again. Zig finds its
+  # own glibc for -target; no sanitizer runtime is linked (zig cc turns UBSan
+  # on in C builds without optimization); -g keeps the debug information for
+  # the packages' own strip.
+  zig_version=$(sed -n 's/^ziglang==//p' "$PACKAGE_TOOLCHAIN_ROOT/scripts/package/requirements.txt")
+  wrapper="$(package_target_dir)/zig-toolchain/zig-$zig_version-cc-$zig_target"
   mkdir -p "$(dirname "$wrapper")"
   cat >"$wrapper.new" <<EOF
 #!/bin/sh
@@ -78,7 +86,7 @@ EOF
 # GLIBC_ symbol version it references, as auditwheel reads it for the wheel.
 package_check_glibc() {
   local file=$1 newest
-  newest=$(objdump -T "$file" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/^GLIBC_//' | sort -uV | tail -1)
+  newest=$(objdump -T "$file" | { grep -o 'GLIBC_[0-9][0-9.]*' || true; } | sed 's/^GLIBC_//' | sort -uV | tail -1)
   if [ -z "$newest" ]; then
     echo "$file references no versioned glibc symbol: is it a dynamically linked Linux binary?" >&2
     return 1
@@ -88,5 +96,5 @@ package_check_glibc() {
       "was it built outside with_zig (scripts/package/toolchain.sh)?" >&2
     return 1
   fi
-  echo "$(basename "$file"): glibc $newest or later"
+  echo "$(basename "$file"): needs glibc $newest or later (its newest versioned glibc symbol)"
 }
