@@ -5,9 +5,10 @@
 # Each front's recipe is scripts/package/FRONT.sh: `build DIST` writes that
 # front's artifacts into DIST; `test DIST` installs them in a clean place and
 # runs the front's tests against the installed copy (scripts/test-packages.sh
-# calls it with cargo and rustc off the PATH). Native code is one release build,
-# linked against glibc 2.17 by zig (scripts/package/toolchain.sh) and stripped
-# of debug information; only linux x86-64 (glibc) is built.
+# calls it with cargo and rustc off the PATH). Native code comes from release
+# builds that share one toolchain, zig linking against glibc 2.17
+# (scripts/package/toolchain.sh), and is stripped of debug information; only
+# linux x86-64 (glibc) is built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh

@@ -21,6 +21,8 @@ PACKAGE_GLIBC=2.17
 
 # The repository's root, read once: the functions below run from any folder.
 PACKAGE_TOOLCHAIN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# The pinned tools: maturin, auditwheel, zig, cargo-zigbuild.
+PACKAGE_TOOLS_LIST=$PACKAGE_TOOLCHAIN_ROOT/scripts/package/requirements.txt
 
 # The target directory as an absolute path: the cc crate runs the C compiler
 # from each crate's own folder.
@@ -28,16 +30,16 @@ package_target_dir() {
   realpath -m "${CARGO_TARGET_DIR:-$PACKAGE_TOOLCHAIN_ROOT/target}"
 }
 
-# The tools' virtualenv (scripts/package/requirements.txt: maturin,
-# auditwheel, zig, cargo-zigbuild); prints its path. Installed again whenever
-# the pinned list changes (a copy of the list marks what is installed).
+# The tools' virtualenv ($PACKAGE_TOOLS_LIST); prints its path. Installed
+# again whenever the pinned list changes (a copy of the list marks what is
+# installed).
 package_tools_venv() {
-  local venv list=$PACKAGE_TOOLCHAIN_ROOT/scripts/package/requirements.txt
+  local venv
   venv="$(package_target_dir)/package-venv"
-  if ! cmp -s "$list" "$venv/requirements.txt"; then
+  if ! cmp -s "$PACKAGE_TOOLS_LIST" "$venv/requirements.txt"; then
     python3 -m venv "$venv" >&2
-    PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q -r "$list" >&2
-    cp "$list" "$venv/requirements.txt"
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q -r "$PACKAGE_TOOLS_LIST" >&2
+    cp "$PACKAGE_TOOLS_LIST" "$venv/requirements.txt"
   fi
   printf '%s\n' "$venv"
 }
@@ -64,7 +66,7 @@ with_zig() {
   # own glibc for -target; no sanitizer runtime is linked (zig cc turns UBSan
   # on in C builds without optimization); -g keeps the debug information for
   # the packages' own strip.
-  zig_version=$(sed -n 's/^ziglang==//p' "$PACKAGE_TOOLCHAIN_ROOT/scripts/package/requirements.txt")
+  zig_version=$(sed -n 's/^ziglang==//p' "$PACKAGE_TOOLS_LIST")
   wrapper="$(package_target_dir)/zig-toolchain/zig-$zig_version-cc-$zig_target"
   mkdir -p "$(dirname "$wrapper")"
   cat >"$wrapper.new" <<EOF
