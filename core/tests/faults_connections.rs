@@ -26,16 +26,24 @@ async fn t27_an_acquire_is_sent_once_and_a_broken_node_is_undone() {
         .unwrap();
     for run in 0..3 {
         let resource = format!("t27:{run}");
+        let dropped_before = proxy.stats().replies_dropped;
         proxy.set(Mode::DropReplies);
         let attempt = {
             let client = client.clone();
             let resource = resource.clone();
             tokio::spawn(async move { client.try_acquire(&resource, LockOptions::new(ms(30_000))).await })
         };
-        // The ACQUIRE reaches the node; its reply is lost.
+        // The ACQUIRE reaches the node; its reply is lost. Waiting for the
+        // proxy to have dropped it, not only for the key: on a busy machine
+        // the proxy may not have read the reply yet when the key shows, and
+        // healing first would let it through.
         assert!(
             wait_until(ms(500), || get(&node, &lock_key(&resource)).is_some()).await,
             "run {run}: the ACQUIRE never reached the node"
+        );
+        assert!(
+            wait_until(ms(500), || proxy.stats().replies_dropped > dropped_before).await,
+            "run {run}: the ACQUIRE's reply was never dropped"
         );
         // Healing breaks the connection that lost bytes, mid-request.
         proxy.set(Mode::Pass);
