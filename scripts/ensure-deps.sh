@@ -6,7 +6,8 @@
 # of it, for the PostgreSQL store's tests; only their programs are used,
 # never their services), and
 # for the C tests gcc, make, pkg-config and valgrind (and spin, which checks
-# the protocol model), and a JDK and Maven for the JVM front. (Go 1.24 or
+# the protocol model, and curl and xz for scripts/valkey-server.sh), and a JDK
+# and Maven for the JVM front. (Go 1.24 or
 # newer comes with the CI image: Debian's golang-go is too old.)
 # Sourced by scripts/demo.sh and scripts/test.sh.
 missing=()
@@ -31,6 +32,9 @@ if [ "${FENCELOCK_DEPS_C:-0}" = 1 ]; then
   command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
   command -v nft >/dev/null 2>&1 || missing+=(nftables)  # the netns fault tests (T18, T19)
   command -v spin >/dev/null 2>&1 || missing+=(spin)      # the protocol model (docs/model)
+  # scripts/valkey-server.sh downloads and unpacks a Valkey source.
+  command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
+  command -v xz >/dev/null 2>&1 || missing+=(xz-utils)
   # The JVM front (bindings/jvm): a JDK and Maven (the CI image ships both).
   command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
   command -v mvn >/dev/null 2>&1 || missing+=(maven)

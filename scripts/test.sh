@@ -6,6 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FENCELOCK_DEPS_C=1 source scripts/ensure-deps.sh
+# A server with SET … IFEQ for the Rust suites (scripts/valkey-server.sh),
+# built while the lints run.
+mkdir -p target
+scripts/valkey-server.sh >target/valkey-server.path 2>target/valkey-server.err &
+valkey_build=$!
 if cargo fmt --version >/dev/null 2>&1; then
   echo "== cargo fmt --check"
   cargo fmt --all -- --check
@@ -30,6 +35,15 @@ fi
 echo "== protocol model (spin)"
 scripts/test-model.sh
 echo "== cargo test"
+if wait "$valkey_build"; then
+  FENCELOCK_VALKEY_SERVER="$(cat target/valkey-server.path)"
+  export FENCELOCK_VALKEY_SERVER
+else
+  status=$?
+  cat target/valkey-server.err >&2
+  # No source to build (exit 2): the tests that need the server say SKIPPED.
+  [ "$status" = 2 ] || exit "$status"
+fi
 # One test at a time: the suites start their own Redis nodes and check timing
 # bounds (loss detected within a renew interval), which a 2-core machine
 # running several such tests at once would blur. The default members are the

@@ -2,7 +2,7 @@
 
     target/python-venv/bin/python bench/contention/contention.py \
         [--seconds 5] [--workers 8 32] [--holds 0 1] [--nodes 1 5] [--only NAME ...] \
-        [--permits K] [--by-command] [--phases]
+        [--permits K] [--by-command] [--phases] [--server PATH]
 
 With `--permits K` the resource is a counting semaphore of K permits instead
 (fencelock's from Python and Node, redis-semaphore's `Semaphore` on one node
@@ -33,6 +33,11 @@ to the next grant, split into re-takes (the same worker: its release and its
 next acquire) and hand-offs, and the nodes' CPU per grant (INFO cpu). With
 several nodes on few cores, a quorum's replies wait for each other's CPU, so
 the Redis CPU a grant costs shows up in its latency.
+
+`--server PATH` runs the nodes with another program than redis-server that
+takes its arguments, e.g. the valkey-server that scripts/valkey-server.sh
+builds: on a server with `SET … IFEQ` fencelock's re-takes run no script
+(docs/protocol.md §3.18).
 
 This is a report, not a test: the targets of issue 17 are printed beside the
 fencelock rows as PASS/MISS. Clocks: CLOCK_MONOTONIC, which every process
@@ -492,6 +497,7 @@ def main() -> None:
         action="store_true",
         help="print where each row's time between grants goes, and the nodes' CPU per grant",
     )
+    parser.add_argument("--server", help="the nodes' program (default: redis-server)")
     args = parser.parse_args()
     require_release_build()
     global PERMITS
@@ -505,9 +511,12 @@ def main() -> None:
         and (not args.only or any(o.lower() in c.name.lower() for o in args.only))
     ]
     what = f"one semaphore of {args.permits} permits" if args.permits else "one lock"
-    print(f"{what}, W workers (processes), {args.seconds:g} s per row, {os.cpu_count()} cores")
+    server = args.server or "redis-server"
+    print(
+        f"{what}, W workers (processes), {args.seconds:g} s per row, {os.cpu_count()} cores, {server}"
+    )
     for node_count in args.nodes:
-        with RedisNodes(node_count) as nodes:
+        with RedisNodes(node_count, server=args.server) as nodes:
             for workers in args.workers:
                 for hold_ms in args.holds:
                     print(f"\n{node_count} node(s), W={workers}, hold {hold_ms:g} ms")

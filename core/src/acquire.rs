@@ -192,11 +192,15 @@ pub(crate) async fn acquire(client: Arc<ClientShared>, claim: Claim, options: Re
                 ticket: 0,
                 fair: options.fair,
                 prefer: None,
+                retake: false,
             },
         };
-        if retry == 0 && matches!(claim, Claim::Permit(_)) {
-            // The permit reserved for this waiter: the one to take back.
-            entry.prefer = retake.as_ref().map(|(key, _)| key.clone());
+        if retry == 0 && retake.is_some() {
+            entry.retake = true;
+            if matches!(claim, Claim::Permit(_)) {
+                // The permit reserved for this waiter: the one to take back.
+                entry.prefer = retake.as_ref().map(|(key, _)| key.clone());
+            }
         }
         let outcome = attempt(&client.nodes, &claim, options.ttl, client.connect_timeout, &entry).await;
         match outcome {
@@ -333,10 +337,8 @@ async fn attempt(
     let sent = Instant::now();
     let quorum = nodes.quorum();
     let Decided { replies, stragglers } = {
-        let keys: Vec<&str> = request.keys.iter().map(String::as_str).collect();
-        let args: Vec<&str> = request.args.iter().map(String::as_str).collect();
         let rule = by_slot_quorum(claim, &request, nodes.nodes().len(), quorum.needed());
-        nodes.send_until(request.script, &keys, &args, rule).await
+        nodes.send_until(request.prepared(), rule).await
     };
     cleanup.skip_refusals(&replies);
     let place = Place::from_replies(&replies);

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use crate::error::Result;
 use crate::fencing::MAX_FENCING_TOKEN;
 use crate::keys::{LockKeys, RwKeys, SemaphoreKeys};
-use crate::node::{Reply, as_i64};
+use crate::node::{Prepared, Reply, as_i64};
 use crate::node_set::NodeSet;
 use crate::queue::{self, Entry, Leave, Release};
 use crate::scripts::{self, LuaScript};
@@ -55,6 +55,20 @@ pub(crate) struct Request {
     order: Vec<usize>,
     /// For a reader: the key this attempt's grant sets.
     reader_key: Option<String>,
+    /// A lock's re-take ([`crate::queue::Entry::retake`]).
+    retake: bool,
+}
+
+impl Request {
+    /// The call to send to every node.
+    pub(crate) fn prepared(&self) -> Prepared {
+        let keys: Vec<&str> = self.keys.iter().map(String::as_str).collect();
+        if self.retake {
+            Prepared::retake(self.script, &keys, &self.args)
+        } else {
+            Prepared::new(self.script, &keys, &self.args)
+        }
+    }
 }
 
 impl Claim {
@@ -152,6 +166,7 @@ impl Claim {
                 args,
                 order: Vec::new(),
                 reader_key: None,
+                retake: entry.retake,
             },
             Claim::Write(keys) => Request {
                 script: &scripts::WRITE_ACQUIRE,
@@ -159,6 +174,7 @@ impl Claim {
                 args,
                 order: Vec::new(),
                 reader_key: None,
+                retake: false,
             },
             Claim::Read(keys) => {
                 let reader_key = keys.reader(LockToken::generate()?.as_str());
@@ -170,6 +186,7 @@ impl Claim {
                     args,
                     order: Vec::new(),
                     reader_key: Some(reader_key),
+                    retake: false,
                 }
             }
             Claim::Permit(keys) => {
@@ -206,6 +223,7 @@ impl Claim {
                     args,
                     order,
                     reader_key: None,
+                    retake: false,
                 }
             }
         })

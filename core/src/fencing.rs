@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use crate::node::Reply;
+use crate::node::{Prepared, Reply};
 use crate::node_set::NodeSet;
 use crate::quorum::Quorum;
 use crate::scripts;
@@ -129,9 +129,7 @@ pub(crate) async fn raise_to(
     let mut tally = Tally::new(token, nodes.quorum());
     let decided = nodes
         .send_until(
-            &scripts::RAISE_FENCE,
-            &[fence_key],
-            &[value.as_str()],
+            Prepared::new(&scripts::RAISE_FENCE, &[fence_key], &[value.as_str()]),
             |node, reply| tally.reply(node, reply.is_ok()),
         )
         .await;

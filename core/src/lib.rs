@@ -82,6 +82,7 @@ mod runtime;
 mod rw_lock;
 mod scripts;
 mod semaphore;
+mod set_if_equal;
 mod settings;
 mod shared;
 mod startup;

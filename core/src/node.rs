@@ -17,6 +17,7 @@ use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, classify_
 use crate::persistence::PersistencePolicy;
 use crate::postgres::PgFactory;
 use crate::scripts::LuaScript;
+use crate::set_if_equal::{IfEqSupport, Shortcut};
 use crate::store::{Messages, StoreError};
 use crate::tls::{Handshake, TlsMaterial};
 
@@ -53,6 +54,8 @@ pub(crate) struct Node {
     background: Slot,
     /// For the wake-up subscription ([`crate::wake`]).
     factory: Factory,
+    /// Whether re-takes may go as plain commands ([`crate::set_if_equal`]).
+    if_eq: IfEqSupport,
 }
 
 /// The raw reply of one node to one request, before quorum logic reads it.
@@ -86,7 +89,12 @@ impl Node {
                 settings.connect_timeout,
             )
         };
+        let if_eq = match endpoint.topology {
+            Topology::Standalone => IfEqSupport::untried(),
+            Topology::Cluster | Topology::Postgres => IfEqSupport::never(),
+        };
         Ok(Node {
+            if_eq,
             foreground: slot(Home::Caller),
             background: slot(Home::Internal),
             factory,
@@ -164,7 +172,7 @@ impl Node {
 
     /// Sends `call` on `live` once and waits for the reply for up to `limit`.
     pub(crate) async fn send(&self, mut live: Live, call: &Prepared, limit: Duration) -> Reply {
-        let outcome = within(limit, call.run(&mut live.connection)).await;
+        let outcome = within(limit, call.run(&mut live.connection, &self.if_eq)).await;
         settled(&live, outcome)
     }
 
@@ -364,6 +372,8 @@ pub(crate) struct Prepared {
     script: &'static LuaScript,
     /// `EVALSHA`, or `EVAL` for a ttl change.
     cmd: Cmd,
+    /// The same call as plain commands, for nodes that have `SET … IFEQ`.
+    shortcut: Option<Shortcut>,
 }
 
 impl Prepared {
@@ -371,6 +381,17 @@ impl Prepared {
         Prepared {
             script,
             cmd: evalsha_cmd(script, keys, args),
+            shortcut: Shortcut::for_call(script, keys, args),
+        }
+    }
+
+    /// An ACQUIRE that takes back the key its client's lingering release
+    /// reserved ([`crate::linger`]): [`Prepared::new`], which a node with
+    /// `SET … IFEQ` runs as [`Shortcut::retake`].
+    pub(crate) fn retake<A: AsRef<[u8]>>(script: &'static LuaScript, keys: &[&str], args: &[A]) -> Self {
+        Prepared {
+            shortcut: Shortcut::retake(keys, args),
+            ..Prepared::new(script, keys, args)
         }
     }
 
@@ -384,14 +405,25 @@ impl Prepared {
         Prepared {
             script,
             cmd: eval_cmd(script, keys, args),
+            shortcut: None,
         }
     }
 
-    /// The call; an `EVALSHA` falls back to `EVAL` (which also re-caches the
-    /// script) when the node lost its script cache (restart, `SCRIPT FLUSH`).
-    /// `EVAL` rather than `SCRIPT LOAD` keeps the ACL needs to
-    /// `EVAL`/`EVALSHA`.
-    async fn run(&self, conn: &mut crate::connection::Connection) -> std::result::Result<Value, StoreError> {
+    /// The call: its shortcut where `if_eq` allows and the shortcut decides,
+    /// or else the script. An `EVALSHA` falls back to `EVAL` (which also
+    /// re-caches the script) when the node lost its script cache (restart,
+    /// `SCRIPT FLUSH`). `EVAL` rather than `SCRIPT LOAD` keeps the ACL needs
+    /// to `EVAL`/`EVALSHA`.
+    async fn run(
+        &self,
+        conn: &mut crate::connection::Connection,
+        if_eq: &IfEqSupport,
+    ) -> std::result::Result<Value, StoreError> {
+        if let Some(shortcut) = &self.shortcut
+            && let Some(reply) = shortcut.run(conn, if_eq).await
+        {
+            return reply;
+        }
         match conn.query(&self.cmd).await {
             Err(err) if err.is_noscript() => conn.query(&self.eval()).await,
             other => other,

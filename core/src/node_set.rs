@@ -125,8 +125,8 @@ impl NodeSet {
         args: &[&str],
         is_yes: impl Fn(&Reply) -> bool,
     ) -> Decided<Reply, impl Future<Output = (usize, Reply)> + Send + 'static> {
-        self.send_until(script, keys, args, by_quorum(self.quorum, is_yes))
-            .await
+        let call = Prepared::new(script, keys, args);
+        self.send_until(call, by_quorum(self.quorum, is_yes)).await
     }
 
     /// [`NodeSet::decide`] with a decision rule of the caller's: `decided`
@@ -134,18 +134,15 @@ impl NodeSet {
     /// says when the outcome is settled.
     pub(crate) async fn send_until(
         self: &Arc<Self>,
-        script: &'static LuaScript,
-        keys: &[&str],
-        args: &[&str],
+        call: Prepared,
         decided: impl FnMut(usize, &Reply) -> bool,
     ) -> Decided<Reply, impl Future<Output = (usize, Reply)> + Send + 'static> {
         if let [node] = self.nodes.as_slice() {
             // Single-node mode, the hottest path: nothing to race or leave
             // behind, so no futures set to build.
-            let call = Prepared::new(script, keys, args);
             return Decided::settled(vec![Some(node.eval_prepared(&call).await)]);
         }
-        let call = Arc::new(Prepared::new(script, keys, args));
+        let call = Arc::new(call);
         let requests = (0..self.nodes.len()).map(|index| {
             let (nodes, call) = (self.clone(), call.clone());
             async move { (index, nodes.nodes[index].eval_prepared(&call).await) }

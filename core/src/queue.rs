@@ -40,6 +40,10 @@ pub(crate) struct Entry<'a> {
     /// The key to ask for first, where the claim has a choice (a
     /// semaphore's permit that nodes reserved for this waiter).
     pub(crate) prefer: Option<String>,
+    /// The first attempt of an acquire that takes back its client's
+    /// lingering release ([`crate::linger`]): the lock key is reserved for
+    /// this waiter.
+    pub(crate) retake: bool,
 }
 
 impl Entry<'_> {

@@ -94,6 +94,7 @@ impl Waiter {
             ticket: self.place.ticket,
             fair,
             prefer: self.prefer.clone(),
+            retake: false,
         }
     }
 

@@ -92,13 +92,13 @@ async fn contended(
 /// times in a row while a waiter waits, then hands it to the waiter. With
 /// `rival`, another client keeps trying for the lock meanwhile: a lingering
 /// release reserves the key for its holder, so no attempt of another can
-/// take it on some nodes and split a re-take.
-async fn retakes_until_they_run_out(node_count: usize, resource: &str, rival: bool) {
-    let nodes = RedisNode::start_many(node_count, &NodeOptions::default());
-    let a = client(&nodes).await;
-    let (lock, waiter_granted, waiter) = contended(&nodes, &a, resource, false).await;
+/// take it on some nodes and split a re-take. Returns the script calls each
+/// node ran during the re-takes.
+async fn retakes_until_they_run_out(nodes: &[RedisNode], resource: &str, rival: bool) -> Vec<u64> {
+    let a = client(nodes).await;
+    let (lock, waiter_granted, waiter) = contended(nodes, &a, resource, false).await;
     let stop = Arc::new(AtomicBool::new(false));
-    let c = client(&nodes).await;
+    let c = client(nodes).await;
     let rival = rival.then(|| {
         let (stop, name) = (stop.clone(), resource.to_owned());
         tokio::spawn(async move {
@@ -115,9 +115,14 @@ async fn retakes_until_they_run_out(node_count: usize, resource: &str, rival: bo
             tries
         })
     });
-    let wakes_before = wakes(&nodes);
+    let (wakes_before, scripts_before) = (wakes(nodes), script_calls(nodes));
     let lock = retake_until_the_last(&a, resource, lock, &waiter_granted).await;
-    assert_eq!(wakes(&nodes), wakes_before, "a re-take woke a waiter");
+    let scripts: Vec<u64> = script_calls(nodes)
+        .iter()
+        .zip(scripts_before)
+        .map(|(after, before)| after - before)
+        .collect();
+    assert_eq!(wakes(nodes), wakes_before, "a re-take woke a waiter");
     stop.store(true, Ordering::SeqCst);
     if let Some(rival) = rival {
         assert!(rival.await.unwrap() > 0, "the rival never tried");
@@ -131,16 +136,137 @@ async fn retakes_until_they_run_out(node_count: usize, resource: &str, rival: bo
     let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
     held.release().await.unwrap();
     assert!(waiter_granted.load(Ordering::SeqCst));
+    scripts
+}
+
+/// The script calls (`EVALSHA` and `EVAL`) each node ran so far.
+fn script_calls(nodes: &[RedisNode]) -> Vec<u64> {
+    nodes
+        .iter()
+        .map(|node| node.command_calls("evalsha") + node.command_calls("eval"))
+        .collect()
+}
+
+/// `count` nodes of a server with `SET … IFEQ`, or `None` after printing why
+/// the test is skipped.
+fn valkey_nodes(count: usize) -> Option<Vec<RedisNode>> {
+    match fencelock_harness::valkey_server_path() {
+        Ok(server) => Some(RedisNode::start_many(count, &valkey_options(server))),
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            None
+        }
+    }
+}
+
+fn valkey_options(server: std::path::PathBuf) -> NodeOptions {
+    NodeOptions {
+        server: Some(server),
+        ..NodeOptions::default()
+    }
+}
+
+/// Fewer script calls than re-takes: with the scripts each re-take is two
+/// (the lingering RELEASE and the adopting ACQUIRE), and the waiter's
+/// refreshes add a few.
+fn ran_by_plain_commands(scripts: u64) -> bool {
+    scripts < u64::from(MAX_RETAKES)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_that_comes_back_takes_the_lock_back_until_its_retakes_run_out() {
-    retakes_until_they_run_out(1, "again", false).await;
+    let nodes = RedisNode::start_many(1, &NodeOptions::default());
+    retakes_until_they_run_out(&nodes, "again", false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_three_nodes_a_holder_takes_the_lock_back_while_another_client_keeps_trying() {
-    retakes_until_they_run_out(3, "three", true).await;
+    let nodes = RedisNode::start_many(3, &NodeOptions::default());
+    retakes_until_they_run_out(&nodes, "three", true).await;
+}
+
+/// Where nodes have `SET … IFEQ` (docs/protocol.md §3.18) a re-take runs no
+/// script: the lingering release is one `SET`, the re-take a `SET` and an
+/// `INCR`; tokens still rise, and the waiter is served after the last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_valkey_a_holder_takes_the_lock_back_by_plain_commands() {
+    let Some(nodes) = valkey_nodes(1) else { return };
+    let scripts = retakes_until_they_run_out(&nodes, "plain", false).await;
+    assert!(
+        ran_by_plain_commands(scripts[0]),
+        "{scripts:?} script calls for {MAX_RETAKES} re-takes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_three_valkey_nodes_a_rival_never_takes_a_lingering_lock() {
+    let Some(nodes) = valkey_nodes(3) else { return };
+    retakes_until_they_run_out(&nodes, "plain-three", true).await;
+}
+
+/// A node without `IFEQ` (Redis 7) among nodes that have it: it answers the
+/// first `SET … IFEQ` with a syntax error and runs the scripts from then on,
+/// and the re-takes go on as everywhere else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_ifeq_runs_the_scripts_among_nodes_that_have_it() {
+    let Ok(valkey) = fencelock_harness::valkey_server_path() else {
+        let _ = valkey_nodes(0);
+        return;
+    };
+    let options = [
+        valkey_options(valkey.clone()),
+        valkey_options(valkey),
+        NodeOptions::default(),
+    ];
+    let nodes = RedisNode::start_each(&options);
+    let scripts = retakes_until_they_run_out(&nodes, "mixed", false).await;
+    assert!(
+        ran_by_plain_commands(scripts[0]) && ran_by_plain_commands(scripts[1]),
+        "{scripts:?} script calls for {MAX_RETAKES} re-takes"
+    );
+    assert!(
+        scripts[2] >= 2 * u64::from(MAX_RETAKES),
+        "{scripts:?}: the Redis 7 node ran the re-takes' scripts"
+    );
+}
+
+/// A lingering release of a lock that is no longer ours: the key held by
+/// another owner, or gone. Returns the release's error and what the key
+/// holds afterwards, for each case.
+async fn lingering_release_of_a_lost_lock(
+    nodes: &[RedisNode],
+) -> Vec<(fencelock::ErrorKind, Option<String>)> {
+    let mut outcomes = Vec::new();
+    for (resource, other) in [("lost-to-other", Some("someone-else")), ("lost-absent", None)] {
+        let a = client(nodes).await;
+        let (lock, _, waiter) = contended(nodes, &a, resource, false).await;
+        let key = lock_key(resource);
+        match other {
+            Some(value) => nodes[0].command(&["SET", &key, value]),
+            None => nodes[0].command(&["DEL", &key]),
+        };
+        let error = lock.release().await.expect_err("the lock was lost");
+        outcomes.push((error.kind(), get(&nodes[0], &key)));
+        waiter.abort();
+    }
+    outcomes
+}
+
+/// The shortcut of a lingering release answers as its script: a lock taken
+/// over is reported lost and the other owner's key stays as it was; a key
+/// that is gone is not made a reservation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lingering_release_of_a_lost_lock_answers_alike_with_ifeq_and_scripts() {
+    let Some(valkey) = valkey_nodes(1) else { return };
+    let redis = RedisNode::start_many(1, &NodeOptions::default());
+    let with_scripts = lingering_release_of_a_lost_lock(&redis).await;
+    let with_ifeq = lingering_release_of_a_lost_lock(&valkey).await;
+    let expected = vec![
+        (fencelock::ErrorKind::NotHeld, Some("someone-else".to_owned())),
+        (fencelock::ErrorKind::NotHeld, None),
+    ];
+    assert_eq!(with_scripts, expected);
+    assert_eq!(with_ifeq, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

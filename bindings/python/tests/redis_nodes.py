@@ -43,14 +43,24 @@ class RedisNodes:
     """N redis-server processes, stopped by :meth:`close` (or when this process dies).
 
     ``postgres=True``: one PostgreSQL server instead (``redis-nodes --postgres``).
+    ``server``: another program than redis-server that takes its arguments
+    (``redis-nodes --server``), such as a valkey-server.
     If it cannot start (PostgreSQL not installed), the :class:`RuntimeError`
     carries what redis-nodes said on stderr.
     """
 
-    def __init__(self, count: int = 1, aof: bool = False, postgres: bool = False) -> None:
+    def __init__(
+        self,
+        count: int = 1,
+        aof: bool = False,
+        postgres: bool = False,
+        server: Optional[str] = None,
+    ) -> None:
         args = [str(redis_nodes_binary()), "--nodes", str(count)]
         if aof:
             args.append("--aof")
+        if server:
+            args += ["--server", server]
         if postgres:
             args = [str(redis_nodes_binary()), "--postgres"]
         self._proc = subprocess.Popen(

@@ -26,5 +26,8 @@ pub use cluster::RedisCluster;
 pub use history::{CheckOptions, Grant, GrantId, History, Violation, check_counter, validity_bound};
 pub use pgbouncer::{PgBouncer, pgbouncer_path};
 pub use postgres::{PostgresNode, postgres_bin_dir, postgres_installed};
-pub use process::{NodeOptions, RedisNode, TlsFiles, command_calls_in, redis_server_path};
+pub use process::{
+    NodeOptions, RedisNode, TlsFiles, VALKEY_SERVER_VAR, command_calls_in, redis_server_path,
+    valkey_server_path,
+};
 pub use proxy::{FaultProxy, Mode, ProxyStats};

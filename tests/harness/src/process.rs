@@ -23,6 +23,40 @@ pub struct NodeOptions {
     /// Also listen with TLS on a second port ([`RedisNode::tls_port`]); the
     /// plain port stays for the harness's own readiness checks.
     pub tls: Option<TlsFiles>,
+    /// The server program: `redis-server` when `None`, or another that
+    /// takes its arguments, such as [`valkey_server_path`]'s.
+    pub server: Option<PathBuf>,
+}
+
+/// The variable that names a `valkey-server` for the tests of what only
+/// servers with `SET … IFEQ` do (scripts/valkey-server.sh builds one).
+pub const VALKEY_SERVER_VAR: &str = "FENCELOCK_VALKEY_SERVER";
+
+/// The `valkey-server` that [`VALKEY_SERVER_VAR`] names, else the one on
+/// PATH, or why there is none (for a skipped test to print).
+pub fn valkey_server_path() -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os(VALKEY_SERVER_VAR) {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!("{VALKEY_SERVER_VAR}={} is not a file", path.display()))
+        };
+    }
+    program_on_path("valkey-server").ok_or_else(|| {
+        format!(
+            "no valkey-server: set {VALKEY_SERVER_VAR} or put one on PATH \
+             (scripts/valkey-server.sh builds one; scripts/test.sh does it for you)"
+        )
+    })
+}
+
+fn program_on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
 }
 
 /// PEM files for a TLS listener.
@@ -50,12 +84,7 @@ static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
 /// Where `redis-server` is, or a panic that says how to install it.
 pub fn redis_server_path() -> PathBuf {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("redis-server"))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
+    program_on_path("redis-server").unwrap_or_else(|| {
             panic!(
                 "redis-server is not on PATH. The tests run real Redis nodes: install them with \
                  `sudo apt-get install -y redis-server` (Debian/Ubuntu) or run ./scripts/test.sh, which does it for you."
@@ -112,7 +141,8 @@ impl RedisNode {
     }
 
     fn launch(&self) {
-        let mut command = Command::new(redis_server_path());
+        let program = self.options.server.clone().unwrap_or_else(redis_server_path);
+        let mut command = Command::new(program);
         command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--daemonize", "no", "--protected-mode", "no"])

@@ -6,7 +6,7 @@
 //! this program as a child:
 //!
 //! ```text
-//! redis-nodes [--nodes N] [--aof]
+//! redis-nodes [--nodes N] [--aof] [--server PATH]
 //! redis-nodes --postgres
 //! ```
 //!
@@ -25,6 +25,9 @@
 //! | `resume I`   | SIGCONT after `pause`                       |
 //! | `call I ARG…`| run one Redis command on node I; the reply follows `ok ` (integers as digits, nil as `nil`, arrays space-separated) |
 //! | `sql STATEMENT…` | `--postgres` only, and its only command: run the rest of the line as SQL, as the superuser (psql); `ok ` then what it printed (one row per line joined by spaces, `\|` between columns), or `error: ` and the server's message |
+//!
+//! `--server` runs another program than `redis-server` that takes its
+//! arguments, such as a `valkey-server` (scripts/valkey-server.sh).
 //!
 //! End of stdin (the parent exited or closed the pipe) stops every node.
 //! The nodes also die with this process (PDEATHSIG), so a crashed test
@@ -125,6 +128,10 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(usize, NodeOpti
                     .ok_or_else(|| format!("--nodes takes 1..=64, got {value:?}"))?;
             }
             "--aof" => options.aof = true,
+            "--server" => {
+                let path = args.next().ok_or("--server needs a program's path")?;
+                options.server = Some(path.into());
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds a valkey-server that has `SET … IFEQ` and prints its path, for the
+# tests and benches of what the core does only on such servers (re-takes by
+# plain commands, docs/protocol.md §3.18). Debian bookworm's Redis is 7.0,
+# which has no IFEQ, and Debian's valkey package with it (trixie's 8.1)
+# needs a newer glibc than bookworm's, so this builds trixie's source of
+# Valkey 8.1.1, checked against its pinned SHA-256, into target/ (reused by
+# later runs). Needs curl, xz, make and a C compiler (scripts/ensure-deps.sh
+# installs them).
+#
+# Exit status 2 (with the reason on stderr) when the source cannot be
+# downloaded: Debian's pool keeps one version of a release's source, so a
+# point release that moves trixie to another upstream version takes this one
+# away; update the pin then.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version=8.1.1+dfsg1
+sha256=d9bbd82eecb82f359e649a0007ad3dc1b47cc15afa626348ca86b73c4ae2c7ee
+url="https://deb.debian.org/debian/pool/main/v/valkey/valkey_${version}.orig.tar.xz"
+dir="$PWD/target/valkey-$version"
+server="$dir/src/valkey-server"
+if [ ! -x "$server" ]; then
+  mkdir -p target
+  tarball="target/valkey_${version}.orig.tar.xz"
+  if [ ! -f "$tarball" ]; then
+    if ! curl -fsSL --retry 3 -o "$tarball.part" "$url"; then
+      rm -f "$tarball.part"
+      echo "could not download $url: Valkey's source is not in Debian's pool any more?" \
+        "Pin trixie's current version in $0." >&2
+      exit 2
+    fi
+    echo "$sha256  $tarball.part" | sha256sum --check --quiet
+    mv "$tarball.part" "$tarball"
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  tar -xJf "$tarball" -C "$dir" --strip-components=1
+  # libc's malloc: the bundled jemalloc would double the build for nothing
+  # these tests measure; no TLS: they run on loopback.
+  if ! make -C "$dir" -j"$(nproc)" MALLOC=libc BUILD_TLS=no valkey-server >"$dir.log" 2>&1; then
+    tail -40 "$dir.log" >&2
+    echo "building valkey-server failed; the whole log is in $dir.log" >&2
+    exit 1
+  fi
+fi
+echo "$server"
