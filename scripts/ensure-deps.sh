@@ -33,7 +33,8 @@ if [ "${FENCELOCK_DEPS_C:-0}" = 1 ]; then
   command -v nft >/dev/null 2>&1 || missing+=(nftables)  # the netns fault tests (T18, T19)
   command -v spin >/dev/null 2>&1 || missing+=(spin)      # the protocol model (docs/model)
   # scripts/valkey-server.sh downloads and unpacks a Valkey source.
-  command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
   command -v xz >/dev/null 2>&1 || missing+=(xz-utils)
   # The JVM front (bindings/jvm): a JDK and Maven (the CI image ships both).
   command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)

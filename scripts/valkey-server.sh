@@ -8,10 +8,11 @@
 # later runs). Needs curl, xz, make and a C compiler (scripts/ensure-deps.sh
 # installs them).
 #
-# Exit status 2 (with the reason on stderr) when the source cannot be
-# downloaded: Debian's pool keeps one version of a release's source, so a
-# point release that moves trixie to another upstream version takes this one
-# away; update the pin then.
+# Exit status 75 (with the reason on stderr) only when Debian's pool answers
+# that the source is not there (HTTP 404 or 410): the pool keeps one version
+# of a release's source, so a point release that moves trixie to another
+# upstream version takes this one away; update the pin then. Any other
+# failure (network, checksum, build) is exit status 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=8.1.1+dfsg1
@@ -23,11 +24,19 @@ if [ ! -x "$server" ]; then
   mkdir -p target
   tarball="target/valkey_${version}.orig.tar.xz"
   if [ ! -f "$tarball" ]; then
-    if ! curl -fsSL --retry 3 -o "$tarball.part" "$url"; then
+    status=$(curl -sSL --retry 3 -o "$tarball.part" -w '%{http_code}' "$url") || status=failed
+    if [ "$status" != 200 ]; then
       rm -f "$tarball.part"
-      echo "could not download $url: Valkey's source is not in Debian's pool any more?" \
-        "Pin trixie's current version in $0." >&2
-      exit 2
+      case "$status" in
+        404 | 410)
+          echo "$url is gone from Debian's pool (HTTP $status): pin trixie's current Valkey in $0" >&2
+          exit 75
+          ;;
+        *)
+          echo "could not download $url (HTTP status: $status)" >&2
+          exit 1
+          ;;
+      esac
     fi
     echo "$sha256  $tarball.part" | sha256sum --check --quiet
     mv "$tarball.part" "$tarball"

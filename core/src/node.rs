@@ -90,7 +90,7 @@ impl Node {
             )
         };
         let if_eq = match endpoint.topology {
-            Topology::Standalone => IfEqSupport::untried(),
+            Topology::Standalone => IfEqSupport::unknown(),
             Topology::Cluster | Topology::Postgres => IfEqSupport::never(),
         };
         Ok(Node {
@@ -389,6 +389,10 @@ impl Prepared {
     /// reserved ([`crate::linger`]): [`Prepared::new`], which a node with
     /// `SET … IFEQ` runs as [`Shortcut::retake`].
     pub(crate) fn retake<A: AsRef<[u8]>>(script: &'static LuaScript, keys: &[&str], args: &[A]) -> Self {
+        debug_assert!(
+            std::ptr::eq(script, &*crate::scripts::ACQUIRE),
+            "a lock's ACQUIRE"
+        );
         Prepared {
             shortcut: Shortcut::retake(keys, args),
             ..Prepared::new(script, keys, args)

@@ -9,62 +9,113 @@
 //! of seven, in the same round trips. Each shortcut answers in its script's
 //! reply shape, so nothing above [`crate::node`] tells them apart, and when
 //! it cannot decide (the adopting ACQUIRE finds no reservation of its own)
-//! the script runs after it and decides. A node without `IFEQ` answers a
-//! syntax error: it is marked and gets the scripts from then on.
+//! the script runs after it and decides. A semaphore permit's lingering
+//! release is the same RELEASE and gets the same shortcut; its re-take is
+//! SEM_ACQUIRE, which picks among permits, and stays a script.
+//!
+//! Whether a node has `IFEQ` is asked once, before its first shortcut, with
+//! a probe that a server ignoring the option would fail visibly (it would
+//! create the probe key) rather than by a shortcut, which such a server
+//! would run as a plain `SET` over another owner's lock.
 //!
 //! Only on standalone Redis nodes: a Redis Cluster would send the adopting
 //! ACQUIRE's two commands concurrently, and PostgreSQL runs the scripts as
 //! SQL functions.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use redis::{Cmd, Pipeline, Value};
 
 use crate::connection::{Connection, pipeline};
-use crate::error::ErrorKind;
 use crate::scripts::{self, LuaScript};
 use crate::store::StoreError;
 
-/// Whether a node may have `SET … IFEQ`: yes until it answers one with a
-/// syntax error. Kept for the client's life: a node upgraded meanwhile
-/// keeps getting the scripts, which are always correct.
-pub(crate) struct IfEqSupport(AtomicBool);
+/// Whether a node has `SET … IFEQ`: not known until its first shortcut
+/// probes it, then kept for the client's life (a node upgraded meanwhile
+/// keeps getting the scripts, which are always correct).
+pub(crate) struct IfEqSupport(AtomicU8);
+
+const UNKNOWN: u8 = 0;
+const SUPPORTED: u8 = 1;
+const UNSUPPORTED: u8 = 2;
 
 impl IfEqSupport {
-    /// For a standalone Redis node: tried until refused.
-    pub(crate) fn untried() -> Self {
-        IfEqSupport(AtomicBool::new(true))
+    /// For a standalone Redis node: probed before its first shortcut.
+    pub(crate) fn unknown() -> Self {
+        IfEqSupport(AtomicU8::new(UNKNOWN))
     }
 
     /// For nodes the shortcuts never go to (clusters, PostgreSQL).
     pub(crate) fn never() -> Self {
-        IfEqSupport(AtomicBool::new(false))
+        IfEqSupport(AtomicU8::new(UNSUPPORTED))
     }
 
-    fn may_try(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+    /// Whether the shortcuts may go to this node, probing it on `conn` the
+    /// first time (`probe_key`: a key of the lock's, which a node with
+    /// `IFEQ` never creates).
+    async fn allows(&self, conn: &mut Connection, probe_key: &str) -> Result<bool, StoreError> {
+        match self.0.load(Ordering::Relaxed) {
+            SUPPORTED => return Ok(true),
+            UNSUPPORTED => return Ok(false),
+            _ => {}
+        }
+        let supported = match probe(conn, probe_key).await {
+            Ok(supported) => supported,
+            Err(err) if is_syntax_error(&err) => false,
+            Err(err) => return Err(err),
+        };
+        let state = if supported { SUPPORTED } else { UNSUPPORTED };
+        self.0.store(state, Ordering::Relaxed);
+        Ok(supported)
     }
+}
 
-    fn refused(&self) {
-        self.0.store(false, Ordering::Relaxed);
-    }
+/// `SET probe 1 IFEQ 0 PX 1000 GET` on an absent key, then `EXISTS probe`:
+/// a node with `IFEQ` sets nothing (the key is not `0`); one that ignored
+/// the option created the key (which runs out within a second); one without
+/// it answers a syntax error.
+async fn probe(conn: &mut Connection, probe_key: &str) -> Result<bool, StoreError> {
+    let mut commands = pipeline();
+    commands
+        .cmd("SET")
+        .arg(probe_key)
+        .arg("1")
+        .arg("IFEQ")
+        .arg("0")
+        .arg("PX")
+        .arg(1000)
+        .arg("GET")
+        .cmd("EXISTS")
+        .arg(probe_key);
+    let [old, exists] = two_replies(conn.query_all(&commands).await?)?;
+    old?;
+    Ok(exists? == Value::Int(0))
 }
 
 /// A script call a node with `IFEQ` runs as plain commands instead.
-pub(crate) enum Shortcut {
+pub(crate) struct Shortcut {
+    /// The probe's key ([`IfEqSupport::allows`]).
+    probe_key: String,
+    commands: Commands,
+}
+
+enum Commands {
     /// The lingering RELEASE (keep_for given): `SET lock w:<keep_for> IFEQ
     /// token PX window GET`. The old value says what RELEASE would return.
     Linger { set: Cmd, token: Vec<u8> },
-    /// The adopting ACQUIRE's first attempt: `SET lock token IFEQ
-    /// w:<waiter> PX ttl GET` and `INCR fence`, pipelined. Granted when the
-    /// old value was the reservation; the counter is then the reply.
-    Retake { commands: Pipeline, reserved: Vec<u8> },
+    /// The adopting ACQUIRE's first attempt: `INCR fence` and `SET lock
+    /// token IFEQ w:<waiter> PX ttl GET`, pipelined in that order. Granted
+    /// when the old value was the reservation; the counter is then the reply.
+    Retake {
+        incr_then_set: Pipeline,
+        reserved: Vec<u8>,
+    },
 }
 
 impl Shortcut {
-    /// The shortcut of a RELEASE with a non-empty `keep_for`
-    /// (`KEYS = {lock, queue, leases}`, `ARGV = {token, window_ms, counted,
-    /// keep_for}`); `None` for any other call.
+    /// The shortcut of a RELEASE with a non-empty `keep_for` (of a lock or
+    /// a semaphore's permit: `KEYS = {key, queue, leases}`, `ARGV = {token,
+    /// window_ms, counted, keep_for}`); `None` for any other call.
     pub(crate) fn for_call<A: AsRef<[u8]>>(script: &LuaScript, keys: &[&str], args: &[A]) -> Option<Self> {
         if !std::ptr::eq(script, &*scripts::RELEASE) {
             return None;
@@ -84,18 +135,16 @@ impl Shortcut {
             .arg("PX")
             .arg(window_ms.as_ref())
             .arg("GET");
-        Some(Shortcut::Linger {
-            set,
-            token: token.as_ref().to_vec(),
-        })
+        let token = token.as_ref().to_vec();
+        Some(Shortcut::new(lock, Commands::Linger { set, token }))
     }
 
-    /// The shortcut of an ACQUIRE that takes back the key its client
-    /// reserved for `waiter` (`KEYS = {lock, fence, queue, leases}`,
-    /// `ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair}`); `None`
-    /// unless it is the first attempt of a waiter that never queued
-    /// (ticket 0), in the default mode: only then is a grant of the
-    /// reservation the script's `SET` and `INCR` alone.
+    /// The shortcut of an ACQUIRE (`KEYS = {lock, fence, queue, leases}`,
+    /// `ARGV = {token, ttl_ms, waiter, ticket, lease_ms, fair}`) that takes
+    /// back the key its client reserved for `waiter`; `None` unless it is
+    /// the first attempt of a waiter that never queued (ticket 0), in the
+    /// default mode: only then is a grant of the reservation the script's
+    /// `SET` and `INCR` alone.
     pub(crate) fn retake<A: AsRef<[u8]>>(keys: &[&str], args: &[A]) -> Option<Self> {
         let ([lock, fence, ..], [token, ttl_ms, waiter, ticket, _lease_ms, fair]) = (keys, args) else {
             return None;
@@ -105,8 +154,10 @@ impl Shortcut {
             return None;
         }
         let reserved = [b"w:", waiter].concat();
-        let mut commands = pipeline();
-        commands
+        let mut incr_then_set = pipeline();
+        incr_then_set
+            .cmd("INCR")
+            .arg(fence)
             .cmd("SET")
             .arg(lock)
             .arg(token.as_ref())
@@ -114,13 +165,24 @@ impl Shortcut {
             .arg(&reserved)
             .arg("PX")
             .arg(ttl_ms.as_ref())
-            .arg("GET")
-            .cmd("INCR")
-            .arg(fence);
-        Some(Shortcut::Retake { commands, reserved })
+            .arg("GET");
+        Some(Shortcut::new(
+            lock,
+            Commands::Retake {
+                incr_then_set,
+                reserved,
+            },
+        ))
     }
 
-    /// Runs the shortcut on a node that may have `IFEQ`: the reply its script
+    fn new(lock: &str, commands: Commands) -> Self {
+        Shortcut {
+            probe_key: format!("{lock}:ifeq"),
+            commands,
+        }
+    }
+
+    /// Runs the shortcut where the node has `IFEQ`: the reply its script
     /// would give, or `None` when the script must run (no `IFEQ` there, or a
     /// re-take that found no reservation of its own).
     pub(crate) async fn run(
@@ -128,44 +190,47 @@ impl Shortcut {
         conn: &mut Connection,
         support: &IfEqSupport,
     ) -> Option<Result<Value, StoreError>> {
-        if !support.may_try() {
-            return None;
-        }
-        let decided = match self {
-            Shortcut::Linger { set, token } => conn.query(set).await.map(|old| Some(released(&old, token))),
-            Shortcut::Retake { commands, reserved } => retaken(conn, commands, reserved).await,
+        let decided = match support.allows(conn, &self.probe_key).await {
+            Ok(true) => match &self.commands {
+                Commands::Linger { set, token } => {
+                    conn.query(set).await.map(|old| Some(released(&old, token)))
+                }
+                Commands::Retake {
+                    incr_then_set,
+                    reserved,
+                } => retaken(conn, incr_then_set, reserved).await,
+            },
+            Ok(false) => Ok(None),
+            Err(err) => Err(err),
         };
-        match decided {
-            Ok(reply) => reply.map(Ok),
-            Err(err) if is_syntax_error(&err) => {
-                support.refused();
-                None
-            }
-            Err(err) => Some(Err(err)),
-        }
+        decided.transpose()
     }
 }
 
 /// The adopting ACQUIRE's reply: the counter if the `SET` found the
-/// reservation (an `INCR` that failed fails the call, as in the script,
-/// whose `SET` also stays), `None` if it did not.
+/// reservation, `None` if it did not (nothing was set; the counter only
+/// skipped a value).
 async fn retaken(
     conn: &mut Connection,
-    commands: &Pipeline,
+    incr_then_set: &Pipeline,
     reserved: &[u8],
 ) -> Result<Option<Value>, StoreError> {
-    let mut replies = conn.query_all(commands).await?.into_iter();
-    let (Some(old), Some(counter)) = (replies.next(), replies.next()) else {
-        return Err(StoreError::refused(
-            ErrorKind::Unavailable,
-            "a pipeline of SET and INCR did not get two replies",
-        ));
-    };
-    if is(&old?, reserved) {
+    let [counter, old] = two_replies(conn.query_all(incr_then_set).await?)?;
+    if value_is(&old?, reserved) {
         counter.map(Some)
     } else {
         Ok(None)
     }
+}
+
+fn two_replies<T>(replies: Vec<T>) -> Result<[T; 2], StoreError> {
+    <[T; 2]>::try_from(replies).map_err(|replies| {
+        StoreError::Redis(redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "a pipeline of two commands got another number of replies",
+            replies.len().to_string(),
+        )))
+    })
 }
 
 /// RELEASE's reply from the old value of its key: 1 (it held the token),
@@ -173,12 +238,12 @@ async fn retaken(
 fn released(old: &Value, token: &[u8]) -> Value {
     Value::Int(match old {
         Value::Nil => -1,
-        old if is(old, token) => 1,
+        old if value_is(old, token) => 1,
         _ => 0,
     })
 }
 
-fn is(value: &Value, expected: &[u8]) -> bool {
+fn value_is(value: &Value, expected: &[u8]) -> bool {
     match value {
         Value::BulkString(bytes) => bytes == expected,
         Value::SimpleString(s) => s.as_bytes() == expected,
@@ -212,9 +277,14 @@ mod tests {
     #[test]
     fn only_a_lingering_release_has_a_shortcut() {
         let lingering = Shortcut::for_call(&scripts::RELEASE, &LOCK, &["tok", "100", "1", "c1-w2"]);
-        let Some(Shortcut::Linger { set, token }) = lingering else {
+        let Some(Shortcut {
+            probe_key,
+            commands: Commands::Linger { set, token },
+        }) = lingering
+        else {
             panic!("a lingering release")
         };
+        assert_eq!(probe_key, "p{r}:ifeq");
         assert_eq!(
             words(&set),
             ["SET", "p{r}", "w:c1-w2", "IFEQ", "tok", "PX", "100", "GET"]
@@ -235,16 +305,24 @@ mod tests {
         let retake = |waiter: &str, ticket: &str, fair: &str| {
             Shortcut::retake(&ACQUIRE, &["tok", "5000", waiter, ticket, "1000", fair])
         };
-        let Some(Shortcut::Retake { commands, reserved }) = retake("c1-w2", "0", "0") else {
+        let Some(Shortcut {
+            commands:
+                Commands::Retake {
+                    incr_then_set,
+                    reserved,
+                },
+            ..
+        }) = retake("c1-w2", "0", "0")
+        else {
             panic!("a re-take")
         };
         assert_eq!(reserved, b"w:c1-w2");
-        let sent: Vec<Vec<String>> = commands.cmd_iter().map(words).collect();
+        let sent: Vec<Vec<String>> = incr_then_set.cmd_iter().map(words).collect();
         assert_eq!(
             sent,
             [
+                vec!["INCR", "p{r}:fence"],
                 vec!["SET", "p{r}", "tok", "IFEQ", "w:c1-w2", "PX", "5000", "GET"],
-                vec!["INCR", "p{r}:fence"]
             ]
         );
         assert!(retake("", "0", "0").is_none(), "no waiter");
@@ -270,5 +348,28 @@ mod tests {
             released(&Value::BulkString(b"other".to_vec()), b"tok"),
             Value::Int(0)
         );
+    }
+
+    /// Parsed as redis-rs parses a reply, and kept as an error the way
+    /// `Connection::query_all` keeps each command's.
+    fn error_reply(wire: &[u8]) -> StoreError {
+        let value = redis::parse_redis_value(wire).expect("a reply");
+        StoreError::Redis(crate::connection::server_error_as_err(Ok(value)).expect_err("an error reply"))
+    }
+
+    #[test]
+    fn only_a_syntax_error_says_the_node_lacks_ifeq() {
+        assert!(is_syntax_error(&error_reply(b"-ERR syntax error\r\n")));
+        for other in [
+            &b"-NOPERM User locker has no permissions to run the 'set' command\r\n"[..],
+            b"-ERR wrong number of arguments for 'set' command\r\n",
+            b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        ] {
+            assert!(
+                !is_syntax_error(&error_reply(other)),
+                "{}",
+                String::from_utf8_lossy(other)
+            );
+        }
     }
 }

@@ -147,16 +147,18 @@ fn script_calls(nodes: &[RedisNode]) -> Vec<u64> {
         .collect()
 }
 
+/// A `valkey-server` with `SET … IFEQ`, or `None` after printing why the
+/// test that asked is skipped.
+fn valkey_or_skip() -> Option<std::path::PathBuf> {
+    fencelock_harness::valkey_server_path()
+        .map_err(|why| eprintln!("SKIPPED: {why}"))
+        .ok()
+}
+
 /// `count` nodes of a server with `SET … IFEQ`, or `None` after printing why
 /// the test is skipped.
 fn valkey_nodes(count: usize) -> Option<Vec<RedisNode>> {
-    match fencelock_harness::valkey_server_path() {
-        Ok(server) => Some(RedisNode::start_many(count, &valkey_options(server))),
-        Err(why) => {
-            eprintln!("SKIPPED: {why}");
-            None
-        }
-    }
+    valkey_or_skip().map(|server| RedisNode::start_many(count, &valkey_options(server)))
 }
 
 fn valkey_options(server: std::path::PathBuf) -> NodeOptions {
@@ -173,6 +175,13 @@ fn ran_by_plain_commands(scripts: u64) -> bool {
     scripts < u64::from(MAX_RETAKES)
 }
 
+/// Whether `node` answers `SET … IFEQ` with an error (Redis before 8.4).
+fn lacks_ifeq(node: &RedisNode) -> bool {
+    let mut probe = redis::cmd("SET");
+    probe.arg("ifeq-check").arg("1").arg("IFEQ").arg("0");
+    probe.query::<redis::Value>(&mut node.connection()).is_err()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_that_comes_back_takes_the_lock_back_until_its_retakes_run_out() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
@@ -186,8 +195,8 @@ async fn on_three_nodes_a_holder_takes_the_lock_back_while_another_client_keeps_
 }
 
 /// Where nodes have `SET … IFEQ` (docs/protocol.md §3.18) a re-take runs no
-/// script: the lingering release is one `SET`, the re-take a `SET` and an
-/// `INCR`; tokens still rise, and the waiter is served after the last.
+/// script: the lingering release is one `SET`, the re-take an `INCR` and a
+/// `SET`; tokens still rise, and the waiter is served after the last.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_valkey_a_holder_takes_the_lock_back_by_plain_commands() {
     let Some(nodes) = valkey_nodes(1) else { return };
@@ -198,6 +207,11 @@ async fn on_valkey_a_holder_takes_the_lock_back_by_plain_commands() {
     );
 }
 
+/// As on Redis 7 (`on_three_nodes_…`), on three Valkey nodes: the rival
+/// never takes a lingering lock when the re-takes go by `SET … IFEQ`. (That
+/// they do on several nodes is counted by the mixed test below, which has no
+/// rival: the rival's attempts and the waiter's refreshes they slow down
+/// would blur the count here.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_three_valkey_nodes_a_rival_never_takes_a_lingering_lock() {
     let Some(nodes) = valkey_nodes(3) else { return };
@@ -205,20 +219,22 @@ async fn on_three_valkey_nodes_a_rival_never_takes_a_lingering_lock() {
 }
 
 /// A node without `IFEQ` (Redis 7) among nodes that have it: it answers the
-/// first `SET … IFEQ` with a syntax error and runs the scripts from then on,
-/// and the re-takes go on as everywhere else.
+/// client's probe with a syntax error, once, and runs the scripts from then
+/// on, and the re-takes go on as everywhere else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_without_ifeq_runs_the_scripts_among_nodes_that_have_it() {
-    let Ok(valkey) = fencelock_harness::valkey_server_path() else {
-        let _ = valkey_nodes(0);
-        return;
-    };
+    let Some(valkey) = valkey_or_skip() else { return };
     let options = [
         valkey_options(valkey.clone()),
         valkey_options(valkey),
         NodeOptions::default(),
     ];
     let nodes = RedisNode::start_each(&options);
+    if !lacks_ifeq(&nodes[2]) {
+        eprintln!("SKIPPED: the redis-server on PATH has SET … IFEQ (Redis 8.4 or later)");
+        return;
+    }
+    let probes_before = failed_sets(&nodes[2]);
     let scripts = retakes_until_they_run_out(&nodes, "mixed", false).await;
     assert!(
         ran_by_plain_commands(scripts[0]) && ran_by_plain_commands(scripts[1]),
@@ -228,6 +244,63 @@ async fn a_node_without_ifeq_runs_the_scripts_among_nodes_that_have_it() {
         scripts[2] >= 2 * u64::from(MAX_RETAKES),
         "{scripts:?}: the Redis 7 node ran the re-takes' scripts"
     );
+    // The looping client's probe, once; twice when its release was decided
+    // by the other two nodes and its next acquire probed before this node
+    // answered the first. Not once per re-take.
+    let probes = failed_sets(&nodes[2]) - probes_before;
+    assert!(
+        (1..=2).contains(&probes),
+        "{probes} probes answered with a syntax error"
+    );
+}
+
+/// The `SET`s a node refused (`failed_calls` in `INFO commandstats`): here
+/// the probes of `SET … IFEQ` on a node without it.
+fn failed_sets(node: &RedisNode) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut node.connection())
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_set:"))
+        .and_then(|stats| {
+            stats
+                .split(',')
+                .find_map(|field| field.strip_prefix("failed_calls="))
+        })
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// A re-take whose reservation is gone when it lands (deleted here between
+/// the release and the re-take): the `SET … IFEQ` sets nothing, and the
+/// ACQUIRE script that follows takes the free key. Its token is two above
+/// the last: the shortcut's `INCR` only skipped one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_valkey_a_retake_that_finds_no_reservation_runs_the_script() {
+    let Some(nodes) = valkey_nodes(1) else { return };
+    let a = client(&nodes).await;
+    let (lock, _, waiter) = contended(&nodes, &a, "gone-reservation", false).await;
+    let mut connection = nodes[0].connection();
+    let (token, key) = (lock.fencing_token(), lock_key("gone-reservation"));
+    lock.release().await.unwrap();
+    let () = redis::cmd("DEL").arg(&key).query(&mut connection).unwrap();
+    let scripts_before = script_calls(&nodes)[0];
+    let again = a
+        .try_acquire("gone-reservation", options(0))
+        .await
+        .unwrap()
+        .expect("the key was free");
+    assert_eq!(
+        again.fencing_token(),
+        token + 2,
+        "a re-take (within LINGER) that missed"
+    );
+    assert!(
+        script_calls(&nodes)[0] > scripts_before,
+        "the ACQUIRE script decided"
+    );
+    again.release().await.unwrap();
+    tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
 }
 
 /// A lingering release of a lock that is no longer ours: the key held by
@@ -254,7 +327,8 @@ async fn lingering_release_of_a_lost_lock(
 
 /// The shortcut of a lingering release answers as its script: a lock taken
 /// over is reported lost and the other owner's key stays as it was; a key
-/// that is gone is not made a reservation.
+/// that is gone is not made a reservation. (Which of 0 and -1 the shortcut
+/// read is checked by `set_if_equal`'s unit tests: both report `NotHeld`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lingering_release_of_a_lost_lock_answers_alike_with_ifeq_and_scripts() {
     let Some(valkey) = valkey_nodes(1) else { return };
@@ -414,13 +488,32 @@ async fn a_fair_acquire_does_not_take_back_a_lingering_release_ahead_of_a_waiter
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permit_holder_that_comes_back_takes_its_permit_back() {
     let nodes = RedisNode::start_many(1, &NodeOptions::default());
-    let (a, b) = (client(&nodes).await, client(&nodes).await);
+    permit_retakes(&nodes).await;
+}
+
+/// On Valkey the permit's lingering release is one `SET` (the re-take is
+/// still SEM_ACQUIRE): one script call per re-take, not two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_valkey_a_permit_holder_takes_its_permit_back_with_half_the_scripts() {
+    let Some(nodes) = valkey_nodes(1) else { return };
+    let scripts = permit_retakes(&nodes).await;
+    assert!(
+        scripts < 2 * u64::from(MAX_RETAKES),
+        "{scripts} script calls for {MAX_RETAKES} re-takes"
+    );
+}
+
+/// A semaphore of one permit on `nodes` (one node): a holder that loops
+/// takes its permit back `MAX_RETAKES` times, then the waiter behind it is
+/// served. Returns the script calls the node ran during the re-takes.
+async fn permit_retakes(nodes: &[RedisNode]) -> u64 {
+    let (a, b) = (client(nodes).await, client(nodes).await);
     let (a_sem, b_sem) = (a.semaphore("pool", 1).unwrap(), b.semaphore("pool", 1).unwrap());
     let queue = format!("{}:sem:queue", lock_key("pool"));
     let queued = || nodes[0].command(&["ZCARD", &queue]) == redis::Value::Int(1);
     // A loops: it holds the one permit, lets a waiter have it, and asks again at once.
     // Its first permit after waiting (a contended grant).
-    let other = client(&nodes).await.semaphore("pool", 1).unwrap();
+    let other = client(nodes).await.semaphore("pool", 1).unwrap();
     let held = other.acquire(options(0)).await.unwrap();
     let a_first = {
         let a_sem = a_sem.clone();
@@ -449,6 +542,7 @@ async fn a_permit_holder_that_comes_back_takes_its_permit_back() {
         permit
     });
     assert!(wait_until(ms(5_000), queued).await);
+    let scripts_before = script_calls(nodes)[0];
     for retake in 1..=MAX_RETAKES {
         let token = permit.fencing_token();
         permit.release().await.unwrap();
@@ -463,6 +557,7 @@ async fn a_permit_holder_that_comes_back_takes_its_permit_back() {
             "the waiter got the permit during re-take {retake}"
         );
     }
+    let scripts = script_calls(nodes)[0] - scripts_before;
     permit.release().await.unwrap();
     assert!(
         a_sem.try_acquire(options(0)).await.unwrap().is_none(),
@@ -470,4 +565,5 @@ async fn a_permit_holder_that_comes_back_takes_its_permit_back() {
     );
     let held = tokio::time::timeout(ms(5_000), waiter).await.unwrap().unwrap();
     held.release().await.unwrap();
+    scripts
 }

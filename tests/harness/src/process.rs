@@ -33,22 +33,38 @@ pub struct NodeOptions {
 pub const VALKEY_SERVER_VAR: &str = "FENCELOCK_VALKEY_SERVER";
 
 /// The `valkey-server` that [`VALKEY_SERVER_VAR`] names, else the one on
-/// PATH, or why there is none (for a skipped test to print).
+/// PATH, if it has `SET … IFEQ` (8.1 or later); otherwise why not (for a
+/// skipped test to print).
 pub fn valkey_server_path() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os(VALKEY_SERVER_VAR) {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(format!("{VALKEY_SERVER_VAR}={} is not a file", path.display()))
-        };
+    let path = match std::env::var_os(VALKEY_SERVER_VAR) {
+        Some(path) => PathBuf::from(path),
+        None => program_on_path("valkey-server").ok_or_else(|| {
+            format!(
+                "no valkey-server: set {VALKEY_SERVER_VAR} or put one on PATH \
+                 (scripts/valkey-server.sh builds one; scripts/test.sh does it for you)"
+            )
+        })?,
+    };
+    let said = Command::new(&path)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{} --version: {e}", path.display()))?;
+    let said = String::from_utf8_lossy(&said.stdout);
+    match server_version(&said) {
+        Some(version) if version >= (8, 1) => Ok(path),
+        _ => Err(format!(
+            "{} is not Valkey 8.1 or later (it says {:?}); SET … IFEQ came in 8.1",
+            path.display(),
+            said.trim()
+        )),
     }
-    program_on_path("valkey-server").ok_or_else(|| {
-        format!(
-            "no valkey-server: set {VALKEY_SERVER_VAR} or put one on PATH \
-             (scripts/valkey-server.sh builds one; scripts/test.sh does it for you)"
-        )
-    })
+}
+
+/// `(major, minor)` from `valkey-server --version` (`… v=8.1.1 …`).
+fn server_version(said: &str) -> Option<(u32, u32)> {
+    let version = said.split_whitespace().find_map(|word| word.strip_prefix("v="))?;
+    let mut parts = version.split('.').map(str::parse::<u32>);
+    Some((parts.next()?.ok()?, parts.next()?.ok()?))
 }
 
 fn program_on_path(name: &str) -> Option<PathBuf> {
@@ -85,11 +101,12 @@ static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 /// Where `redis-server` is, or a panic that says how to install it.
 pub fn redis_server_path() -> PathBuf {
     program_on_path("redis-server").unwrap_or_else(|| {
-            panic!(
-                "redis-server is not on PATH. The tests run real Redis nodes: install them with \
-                 `sudo apt-get install -y redis-server` (Debian/Ubuntu) or run ./scripts/test.sh, which does it for you."
-            )
-        })
+        panic!(
+            "redis-server is not on PATH. The tests run real Redis nodes: install them with \
+             `sudo apt-get install -y redis-server` (Debian/Ubuntu) or run ./scripts/test.sh, \
+             which does it for you."
+        )
+    })
 }
 
 impl RedisNode {
@@ -363,5 +380,19 @@ impl std::fmt::Debug for RedisNode {
             .field("port", &self.port)
             .field("pid", &self.pid())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_version;
+
+    #[test]
+    fn a_server_version_is_read_from_its_version_line() {
+        let said = "Valkey server v=8.1.1 sha=00000000:0 malloc=libc bits=64 build=a40f79e074907b06";
+        assert_eq!(server_version(said), Some((8, 1)));
+        assert_eq!(server_version("Valkey server v=10.0.2 sha=0"), Some((10, 0)));
+        assert_eq!(server_version("no version here"), None);
+        assert_eq!(server_version("v=x.1"), None);
     }
 }
