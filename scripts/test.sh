@@ -9,7 +9,7 @@ FENCELOCK_DEPS_C=1 source scripts/ensure-deps.sh
 # A server with SET … IFEQ for the Rust suites (scripts/valkey-server.sh),
 # built while the lints run.
 mkdir -p target
-setsid scripts/valkey-server.sh >target/valkey-server.path 2>target/valkey-server.err &
+setsid -w scripts/valkey-server.sh >target/valkey-server.path 2>target/valkey-server.err &
 valkey_build=$!
 # A failed lint must not leave the build running (its own process group: make too).
 trap 'kill -- -"$valkey_build" 2>/dev/null || true' EXIT
@@ -47,6 +47,7 @@ else
   [ "$status" = 75 ] || exit "$status"
   echo "== SKIPPED the tests of re-takes by SET … IFEQ (core/tests/retakes.rs, on_valkey_*): no Valkey source to build"
 fi
+trap - EXIT
 # One test at a time: the suites start their own Redis nodes and check timing
 # bounds (loss detected within a renew interval), which a 2-core machine
 # running several such tests at once would blur. The default members are the

@@ -17,7 +17,7 @@ use crate::error::{Error, ErrorKind, NodeFailure, NodeOutcome, Result, classify_
 use crate::persistence::PersistencePolicy;
 use crate::postgres::PgFactory;
 use crate::scripts::LuaScript;
-use crate::set_if_equal::{IfEqSupport, Shortcut};
+use crate::set_if_equal::{IfEqSupport, Known, Shortcut, probe_then_script};
 use crate::store::{Messages, StoreError};
 use crate::tls::{Handshake, TlsMaterial};
 
@@ -90,7 +90,7 @@ impl Node {
             )
         };
         let if_eq = match endpoint.topology {
-            Topology::Standalone => IfEqSupport::unknown(),
+            Topology::Standalone => IfEqSupport::probed(),
             Topology::Cluster | Topology::Postgres => IfEqSupport::never(),
         };
         Ok(Node {
@@ -172,7 +172,11 @@ impl Node {
 
     /// Sends `call` on `live` once and waits for the reply for up to `limit`.
     pub(crate) async fn send(&self, mut live: Live, call: &Prepared, limit: Duration) -> Reply {
-        let outcome = within(limit, call.run(&mut live.connection, &self.if_eq)).await;
+        let outcome = within(
+            limit,
+            call.run(&mut live.connection, &self.if_eq, live.generation),
+        )
+        .await;
         settled(&live, outcome)
     }
 
@@ -413,22 +417,31 @@ impl Prepared {
         }
     }
 
-    /// The call: its shortcut where `if_eq` allows and the shortcut decides,
-    /// or else the script. An `EVALSHA` falls back to `EVAL` (which also
-    /// re-caches the script) when the node lost its script cache (restart,
-    /// `SCRIPT FLUSH`). `EVAL` rather than `SCRIPT LOAD` keeps the ACL needs
-    /// to `EVAL`/`EVALSHA`.
+    /// The call on the connection numbered `generation`: its shortcut where
+    /// the node's probe found `IFEQ` there and the shortcut decides, or else
+    /// the script, with the probe before it when none was made there yet
+    /// ([`crate::set_if_equal`]). An `EVALSHA` falls back to `EVAL` (which
+    /// also re-caches the script) when the node lost its script cache
+    /// (restart, `SCRIPT FLUSH`). `EVAL` rather than `SCRIPT LOAD` keeps the
+    /// ACL needs to `EVAL`/`EVALSHA`.
     async fn run(
         &self,
         conn: &mut crate::connection::Connection,
         if_eq: &IfEqSupport,
+        generation: u32,
     ) -> std::result::Result<Value, StoreError> {
-        if let Some(shortcut) = &self.shortcut
-            && let Some(reply) = shortcut.run(conn, if_eq).await
-        {
-            return reply;
-        }
-        match conn.query(&self.cmd).await {
+        let reply = match &self.shortcut {
+            Some(shortcut) => match if_eq.on(generation) {
+                Known::With => match shortcut.run(conn, if_eq).await {
+                    Some(reply) => return reply,
+                    None => conn.query(&self.cmd).await,
+                },
+                Known::Unknown => probe_then_script(conn, shortcut, &self.cmd, if_eq, generation).await,
+                Known::Without => conn.query(&self.cmd).await,
+            },
+            None => conn.query(&self.cmd).await,
+        };
+        match reply {
             Err(err) if err.is_noscript() => conn.query(&self.eval()).await,
             other => other,
         }

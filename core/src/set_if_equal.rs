@@ -6,23 +6,26 @@
 //! (`EVALSHA`, `GET`, `SET`, `INCR`). Both only compare the key with one
 //! value and set it to another, which `SET key new IFEQ old GET` does in one
 //! command, so a node that has it runs them as one and two commands instead
-//! of seven, in the same round trips. Each shortcut answers in its script's
-//! reply shape, so nothing above [`crate::node`] tells them apart, and when
-//! it cannot decide (the adopting ACQUIRE finds no reservation of its own)
-//! the script runs after it and decides. A semaphore permit's lingering
-//! release is the same RELEASE and gets the same shortcut; its re-take is
-//! SEM_ACQUIRE, which picks among permits, and stays a script.
+//! of seven. Each shortcut answers in its script's reply shape, so nothing
+//! above [`crate::node`] tells them apart, and when it cannot decide (the
+//! adopting ACQUIRE finds no reservation of its own, or the node answers
+//! with an error) the script runs after it and decides. A semaphore
+//! permit's lingering release is the same RELEASE and gets the same
+//! shortcut; its re-take is SEM_ACQUIRE, which picks among permits, and
+//! stays a script.
 //!
-//! Whether a node has `IFEQ` is asked once, before its first shortcut, with
-//! a probe that a server ignoring the option would fail visibly (it would
-//! create the probe key) rather than by a shortcut, which such a server
-//! would run as a plain `SET` over another owner's lock.
+//! Whether a node has `IFEQ` is asked on each new connection, by a probe
+//! sent in the same write as the first such call's script (which answers
+//! that call): a probe rather than a shortcut, because a server that
+//! ignored the option would run the shortcut as a plain `SET` over another
+//! owner's lock, and on each connection, because another server may answer
+//! at the same address after a reconnect.
 //!
 //! Only on standalone Redis nodes: a Redis Cluster would send the adopting
 //! ACQUIRE's two commands concurrently, and PostgreSQL runs the scripts as
 //! SQL functions.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use redis::{Cmd, Pipeline, Value};
 
@@ -30,71 +33,100 @@ use crate::connection::{Connection, pipeline};
 use crate::scripts::{self, LuaScript};
 use crate::store::StoreError;
 
-/// Whether a node has `SET … IFEQ`: not known until its first shortcut
-/// probes it, then kept for the client's life (a node upgraded meanwhile
-/// keeps getting the scripts, which are always correct).
-pub(crate) struct IfEqSupport(AtomicU8);
+/// Whether a node has `SET … IFEQ`, as its probe on a connection answered.
+pub(crate) struct IfEqSupport {
+    /// Set for good when a probe or a shortcut got an error reply, or the
+    /// node is not a standalone Redis node: the scripts are always correct.
+    without: AtomicBool,
+    /// 1 + the generation of the connection whose probe found `IFEQ` (0:
+    /// none yet). Another connection is probed again.
+    with_on: AtomicU64,
+}
 
-const UNKNOWN: u8 = 0;
-const SUPPORTED: u8 = 1;
-const UNSUPPORTED: u8 = 2;
+/// What is known of a node's `IFEQ` on one connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Known {
+    With,
+    Without,
+    /// Not asked on this connection yet: probe with the script.
+    Unknown,
+}
 
 impl IfEqSupport {
-    /// For a standalone Redis node: probed before its first shortcut.
-    pub(crate) fn unknown() -> Self {
-        IfEqSupport(AtomicU8::new(UNKNOWN))
+    /// For a standalone Redis node: probed on each connection.
+    pub(crate) fn probed() -> Self {
+        IfEqSupport {
+            without: AtomicBool::new(false),
+            with_on: AtomicU64::new(0),
+        }
     }
 
     /// For nodes the shortcuts never go to (clusters, PostgreSQL).
     pub(crate) fn never() -> Self {
-        IfEqSupport(AtomicU8::new(UNSUPPORTED))
+        IfEqSupport {
+            without: AtomicBool::new(true),
+            with_on: AtomicU64::new(0),
+        }
     }
 
-    /// Whether the shortcuts may go to this node, probing it on `conn` the
-    /// first time (`probe_key`: a key of the lock's, which a node with
-    /// `IFEQ` never creates).
-    async fn allows(&self, conn: &mut Connection, probe_key: &str) -> Result<bool, StoreError> {
-        match self.0.load(Ordering::Relaxed) {
-            SUPPORTED => return Ok(true),
-            UNSUPPORTED => return Ok(false),
-            _ => {}
+    /// What is known on the connection numbered `generation`.
+    pub(crate) fn on(&self, generation: u32) -> Known {
+        if self.without.load(Ordering::Relaxed) {
+            Known::Without
+        } else if self.with_on.load(Ordering::Relaxed) == u64::from(generation) + 1 {
+            Known::With
+        } else {
+            Known::Unknown
         }
-        let supported = match probe(conn, probe_key).await {
-            Ok(supported) => supported,
-            Err(err) if is_syntax_error(&err) => false,
-            Err(err) => return Err(err),
-        };
-        let state = if supported { SUPPORTED } else { UNSUPPORTED };
-        self.0.store(state, Ordering::Relaxed);
-        Ok(supported)
+    }
+
+    fn found_on(&self, generation: u32) {
+        self.with_on.store(u64::from(generation) + 1, Ordering::Relaxed);
+    }
+
+    fn found_without(&self) {
+        self.without.store(true, Ordering::Relaxed);
     }
 }
 
-/// `SET probe 1 IFEQ 0 PX 1000 GET` on an absent key, then `EXISTS probe`:
-/// a node with `IFEQ` sets nothing (the key is not `0`); one that ignored
-/// the option created the key (which runs out within a second); one without
-/// it answers a syntax error.
-async fn probe(conn: &mut Connection, probe_key: &str) -> Result<bool, StoreError> {
+/// Sends the probe and then `script` in one pipeline on the connection
+/// numbered `generation`, records what the probe found, and returns the
+/// script's reply. The probe: `SET <probe key> 1 IFEQ 0 PX 60000 GET`, then
+/// `EXISTS <probe key>`. A node with `IFEQ` sets nothing (the key never
+/// holds `0`) and answers 0; one that ignored the option created the key
+/// (1); one without it answers the `SET` with an error.
+pub(crate) async fn probe_then_script(
+    conn: &mut Connection,
+    shortcut: &Shortcut,
+    script: &Cmd,
+    support: &IfEqSupport,
+    generation: u32,
+) -> Result<Value, StoreError> {
     let mut commands = pipeline();
     commands
         .cmd("SET")
-        .arg(probe_key)
+        .arg(&shortcut.probe_key)
         .arg("1")
         .arg("IFEQ")
         .arg("0")
         .arg("PX")
-        .arg(1000)
+        .arg(60_000)
         .arg("GET")
         .cmd("EXISTS")
-        .arg(probe_key);
-    let [old, exists] = two_replies(conn.query_all(&commands).await?)?;
-    old?;
-    Ok(exists? == Value::Int(0))
+        .arg(&shortcut.probe_key)
+        .add_command(script.clone());
+    let [set, exists, reply] = replies(conn.query_all(&commands).await?)?;
+    match (set, exists) {
+        (Ok(_), Ok(Value::Int(0))) => support.found_on(generation),
+        _ => support.found_without(),
+    }
+    reply
 }
 
 /// A script call a node with `IFEQ` runs as plain commands instead.
 pub(crate) struct Shortcut {
-    /// The probe's key ([`IfEqSupport::allows`]).
+    /// The probe's key ([`probe_then_script`]): a key of the lock's that a
+    /// node with `IFEQ` never creates.
     probe_key: String,
     commands: Commands,
 }
@@ -182,52 +214,52 @@ impl Shortcut {
         }
     }
 
-    /// Runs the shortcut where the node has `IFEQ`: the reply its script
-    /// would give, or `None` when the script must run (no `IFEQ` there, or a
-    /// re-take that found no reservation of its own).
+    /// Runs the shortcut on a connection whose probe found `IFEQ`: the reply
+    /// its script would give, or `None` when the script must run (a re-take
+    /// that found no reservation of its own; an error reply to the `SET`,
+    /// which set nothing, after which the node gets only scripts).
     pub(crate) async fn run(
         &self,
         conn: &mut Connection,
         support: &IfEqSupport,
     ) -> Option<Result<Value, StoreError>> {
-        let decided = match support.allows(conn, &self.probe_key).await {
-            Ok(true) => match &self.commands {
-                Commands::Linger { set, token } => {
-                    conn.query(set).await.map(|old| Some(released(&old, token)))
-                }
-                Commands::Retake {
-                    incr_then_set,
-                    reserved,
-                } => retaken(conn, incr_then_set, reserved).await,
+        let set_failed = match &self.commands {
+            Commands::Linger { set, token } => match conn.query(set).await {
+                Ok(old) => return Some(Ok(released(&old, token))),
+                Err(err) => err,
             },
-            Ok(false) => Ok(None),
-            Err(err) => Err(err),
+            Commands::Retake {
+                incr_then_set,
+                reserved,
+            } => {
+                let [counter, old] = match conn.query_all(incr_then_set).await.and_then(replies) {
+                    Ok(replies) => replies,
+                    Err(err) => return Some(Err(err)),
+                };
+                match old {
+                    // Granted: the counter is the reply. An `INCR` that
+                    // failed fails the call, as the script would after its
+                    // `SET`, and the attempt's undo frees the key.
+                    Ok(old) if value_is(&old, reserved) => return Some(counter),
+                    Ok(_) => return None,
+                    Err(err) => err,
+                }
+            }
         };
-        decided.transpose()
+        if is_error_reply(&set_failed) {
+            support.found_without();
+            return None;
+        }
+        Some(Err(set_failed))
     }
 }
 
-/// The adopting ACQUIRE's reply: the counter if the `SET` found the
-/// reservation, `None` if it did not (nothing was set; the counter only
-/// skipped a value).
-async fn retaken(
-    conn: &mut Connection,
-    incr_then_set: &Pipeline,
-    reserved: &[u8],
-) -> Result<Option<Value>, StoreError> {
-    let [counter, old] = two_replies(conn.query_all(incr_then_set).await?)?;
-    if value_is(&old?, reserved) {
-        counter.map(Some)
-    } else {
-        Ok(None)
-    }
-}
-
-fn two_replies<T>(replies: Vec<T>) -> Result<[T; 2], StoreError> {
-    <[T; 2]>::try_from(replies).map_err(|replies| {
+/// The replies of a pipeline of `N` commands.
+fn replies<T, const N: usize>(replies: Vec<T>) -> Result<[T; N], StoreError> {
+    <[T; N]>::try_from(replies).map_err(|replies| {
         StoreError::Redis(redis::RedisError::from((
             redis::ErrorKind::Parse,
-            "a pipeline of two commands got another number of replies",
+            "a pipeline got another number of replies than it had commands",
             replies.len().to_string(),
         )))
     })
@@ -251,11 +283,11 @@ fn value_is(value: &Value, expected: &[u8]) -> bool {
     }
 }
 
-/// What a server without `IFEQ` answers to `SET … IFEQ`.
-fn is_syntax_error(err: &StoreError) -> bool {
-    matches!(err, StoreError::Redis(err)
-        if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
-            && err.detail().is_some_and(|detail| detail.starts_with("syntax error")))
+/// An error the node answered (rather than a broken connection or a
+/// timeout): the shortcut changed nothing that its script would not, and
+/// the script answers instead.
+fn is_error_reply(err: &StoreError) -> bool {
+    matches!(err, StoreError::Redis(_)) && !err.is_broken()
 }
 
 #[cfg(test)]
@@ -358,18 +390,31 @@ mod tests {
     }
 
     #[test]
-    fn only_a_syntax_error_says_the_node_lacks_ifeq() {
-        assert!(is_syntax_error(&error_reply(b"-ERR syntax error\r\n")));
-        for other in [
-            &b"-NOPERM User locker has no permissions to run the 'set' command\r\n"[..],
-            b"-ERR wrong number of arguments for 'set' command\r\n",
+    fn any_error_reply_sends_the_node_the_scripts_but_a_broken_connection_fails() {
+        for reply in [
+            &b"-ERR syntax error\r\n"[..],
+            b"-NOPERM User locker has no permissions to run the 'set' command\r\n",
             b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
         ] {
             assert!(
-                !is_syntax_error(&error_reply(other)),
+                is_error_reply(&error_reply(reply)),
                 "{}",
-                String::from_utf8_lossy(other)
+                String::from_utf8_lossy(reply)
             );
         }
+        let broken = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(!is_error_reply(&StoreError::Redis(broken)));
+    }
+
+    #[test]
+    fn what_is_known_holds_for_its_connection_only() {
+        let support = IfEqSupport::probed();
+        assert_eq!(support.on(0), Known::Unknown);
+        support.found_on(3);
+        assert_eq!(support.on(3), Known::With);
+        assert_eq!(support.on(4), Known::Unknown, "a new connection is probed again");
+        support.found_without();
+        assert_eq!(support.on(3), Known::Without, "kept for good");
+        assert_eq!(IfEqSupport::never().on(0), Known::Without);
     }
 }

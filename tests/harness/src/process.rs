@@ -34,24 +34,33 @@ pub const VALKEY_SERVER_VAR: &str = "FENCELOCK_VALKEY_SERVER";
 
 /// The `valkey-server` that [`VALKEY_SERVER_VAR`] names, else the one on
 /// PATH, if it has `SET … IFEQ` (8.1 or later); otherwise why not (for a
-/// skipped test to print).
+/// skipped test to print). A server the variable names that is not one
+/// panics instead: scripts/test.sh sets it, and its tests must not skip.
 pub fn valkey_server_path() -> Result<PathBuf, String> {
-    let path = match std::env::var_os(VALKEY_SERVER_VAR) {
-        Some(path) => PathBuf::from(path),
-        None => program_on_path("valkey-server").ok_or_else(|| {
-            format!(
-                "no valkey-server: set {VALKEY_SERVER_VAR} or put one on PATH \
-                 (scripts/valkey-server.sh builds one; scripts/test.sh does it for you)"
-            )
-        })?,
-    };
-    let said = Command::new(&path)
+    if let Some(path) = std::env::var_os(VALKEY_SERVER_VAR) {
+        let path = PathBuf::from(path);
+        return Ok(valkey_with_ifeq(&path)
+            .map(|()| path)
+            .unwrap_or_else(|why| panic!("{VALKEY_SERVER_VAR}: {why}")));
+    }
+    let path = program_on_path("valkey-server").ok_or_else(|| {
+        format!(
+            "no valkey-server: set {VALKEY_SERVER_VAR} or put one on PATH \
+             (scripts/valkey-server.sh builds one; scripts/test.sh does it for you)"
+        )
+    })?;
+    valkey_with_ifeq(&path).map(|()| path)
+}
+
+/// Whether the program at `path` says it is Valkey 8.1 or later.
+fn valkey_with_ifeq(path: &Path) -> Result<(), String> {
+    let said = Command::new(path)
         .arg("--version")
         .output()
         .map_err(|e| format!("{} --version: {e}", path.display()))?;
     let said = String::from_utf8_lossy(&said.stdout);
     match server_version(&said) {
-        Some(version) if version >= (8, 1) => Ok(path),
+        Some(version) if version >= (8, 1) => Ok(()),
         _ => Err(format!(
             "{} is not Valkey 8.1 or later (it says {:?}); SET … IFEQ came in 8.1",
             path.display(),
