@@ -9,7 +9,7 @@ FENCELOCK_DEPS_C=1 source scripts/ensure-deps.sh
 # A server with SET … IFEQ for the Rust suites (scripts/valkey-server.sh),
 # built while the lints run.
 mkdir -p target
-setsid -w scripts/valkey-server.sh >target/valkey-server.path 2>target/valkey-server.err &
+setsid -w scripts/valkey-server.sh --tests >target/valkey-server.path 2>target/valkey-server.err &
 valkey_build=$!
 # A failed lint must not leave the build running (its own process group: make too).
 trap 'kill -- -"$valkey_build" 2>/dev/null || true' EXIT
