@@ -46,7 +46,10 @@ pub(crate) struct IfEqSupport {
 /// What is known of a node's `IFEQ` on one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Known {
+    /// Its probe on this connection found `IFEQ`: the shortcuts go.
     With,
+    /// A probe or a shortcut got an error reply, or the node is not a
+    /// standalone Redis node: scripts only.
     Without,
     /// Not asked on this connection yet: probe with the script.
     Unknown,
