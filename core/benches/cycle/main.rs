@@ -22,13 +22,17 @@
 //! 3. The watchdog at scale: one client holding 10,000 auto-renewed locks on
 //!    one node; process RSS and the renewal traffic seen by Redis
 //!    (`INFO stats`, `commandstats`, `errorstats`, `clients`). It runs first,
-//!    while the heap is fresh, but is printed last.
+//!    while the heap is fresh, but is printed after sections 1 and 2.
+//! 4. A hand-off: from a holder's release to the grant of a client that
+//!    waits for the lock, at 1 and 5 nodes, beside a bare push hand-off
+//!    (`PUBLISH` and `SET NX` through the `redis` crate), and what a round
+//!    trip costs a process that was idle (`handoff.rs`).
 //!
 //! The targets are printed beside the results as PASS/MISS; a miss never
 //! fails the run (this is a report, not a test). Other load on the machine
 //! shows in the results: the load average is printed at the start and end.
 //!
-//! Run it with `cargo bench -p fencelock --bench cycle` (about a minute after the build).
+//! Run it with `cargo bench -p fencelock --bench cycle` (about two minutes after the build).
 //!
 //! Where things are:
 //!
@@ -37,11 +41,13 @@
 //! - `floor.rs`: the floors, the bare protocol through the `redis` crate.
 //! - `throughput.rs`, `scaling.rs`: the printing of sections 1 and 2.
 //! - `watchdog.rs`: section 3, its measurement and its printing.
+//! - `handoff.rs`: section 4, its measurement (and its bare floor) and its printing.
 //! - `server_stats.rs`: the nodes' `INFO` counters.
 //! - `proc.rs`: this process's and the nodes' RSS, CPU time, and the load average, from /proc.
 //! - `target.rs`: the PASS/MISS targets; `util.rs`: unit conversions and ratios.
 
 mod floor;
+mod handoff;
 mod measure;
 mod proc;
 mod scaling;
@@ -53,6 +59,7 @@ mod watchdog;
 
 use fencelock_harness::{NodeOptions, RedisNode};
 
+use handoff::{hand_offs, idle_round_trips, print_hand_offs};
 use measure::{TASKS, compare};
 use proc::{cores, load_average};
 use scaling::print_scaling;
@@ -76,9 +83,13 @@ async fn main() {
     for n in SCALING_NODES {
         scaling.push(compare(&nodes[..n], 1).await);
     }
+    let urls: Vec<String> = nodes.iter().map(RedisNode::url).collect();
+    let handoff = [hand_offs(&urls[..1]).await, hand_offs(&urls[..5]).await];
+    let idle = idle_round_trips(&urls[0]).await;
     print_throughput(&throughput);
     print_scaling(&scaling);
     print_watchdog(&watchdog);
+    print_hand_offs(&handoff, &idle);
     println!("\nload average at the end: {}", load_average());
 }
 

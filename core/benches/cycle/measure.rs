@@ -13,7 +13,7 @@ use redis::aio::MultiplexedConnection;
 use crate::floor::{Floor, FloorAcquire};
 use crate::proc::{cpu_time, servers_cpu_time};
 use crate::server_stats::{connect_probes, servers_stats};
-use crate::util::micros;
+use crate::util::{micros, quantile};
 
 /// Concurrent tasks of the throughput measurements.
 pub const TASKS: usize = 32;
@@ -67,11 +67,7 @@ impl Measurement {
 
     /// The `q` quantile (0..=1) of the sorted samples.
     fn quantile(&self, q: f64) -> Duration {
-        if self.samples.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = (q * self.samples.len() as f64).ceil() as usize;
-        self.samples[rank.clamp(1, self.samples.len()) - 1]
+        quantile(&self.samples, q)
     }
 
     pub fn p50(&self) -> Duration {
