@@ -145,7 +145,7 @@ impl Floor {
 }
 
 /// Loads `script`; returns its SHA1.
-async fn load(connection: &mut MultiplexedConnection, script: &str) -> String {
+pub async fn load(connection: &mut MultiplexedConnection, script: &str) -> String {
     redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(script)
