@@ -42,10 +42,7 @@ impl Floor {
         let (mut acquire_sha, mut release_sha) = (String::new(), String::new());
         for url in urls {
             let client = redis::Client::open(url.as_str()).expect("a valid node URL");
-            let mut connection = client
-                .get_multiplexed_async_connection()
-                .await
-                .expect("connect the floor to a node");
+            let mut connection = connect(&client).await;
             (acquire_sha, release_sha) = match acquire {
                 FloorAcquire::Set => (String::new(), load(&mut connection, BARE_RELEASE).await),
                 FloorAcquire::FencingScript => (
@@ -142,6 +139,14 @@ impl Floor {
         }
         Ok(())
     }
+}
+
+/// A multiplexed connection for a floor.
+pub async fn connect(client: &redis::Client) -> MultiplexedConnection {
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect the floor to a node")
 }
 
 /// Loads `script`; returns its SHA1.

@@ -24,7 +24,7 @@ use futures_util::stream::FuturesUnordered;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::{Mutex, mpsc};
 
-use crate::floor::load;
+use crate::floor::{connect, load};
 use crate::measure::CYCLE_TTL;
 use crate::target::verdict;
 use crate::util::{micros, quantile, ratio};
@@ -203,14 +203,6 @@ impl BarePair {
         let _ = quorum_of(&self.waiter, &redis::cmd("DEL").arg(key).clone()).await;
         granted.saturating_duration_since(released)
     }
-}
-
-/// A multiplexed connection for the floor.
-async fn connect(client: &redis::Client) -> MultiplexedConnection {
-    client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect the floor to a node")
 }
 
 /// Subscribes to the wake-up channel on `client`'s node and forwards each
