@@ -11,8 +11,18 @@ FENCELOCK_DEPS_C=1 source scripts/ensure-deps.sh
 mkdir -p target
 setsid -w scripts/valkey-server.sh --tests >target/valkey-server.path 2>target/valkey-server.err &
 valkey_build=$!
-# A failed lint must not leave the build running (its own process group: make too).
-trap 'kill -- -"$valkey_build" 2>/dev/null || true' EXIT
+# The packages' release build (scripts/package.sh --native-only), from now
+# until the packages are built at the end, at idle priority: a SCHED_IDLE
+# process runs only on a core that nothing else wants, so the lints, the
+# model and the tests keep the CPU whenever they ask for it, and the build
+# takes what they leave, mostly while the tests wait on their nodes
+# (docs/performance.md, "the packages' release build at idle priority").
+if chrt --idle 0 true 2>/dev/null; then idle=(chrt --idle 0); else idle=(nice -n 19); fi
+setsid -w "${idle[@]}" scripts/package.sh --native-only >target/package-native.log 2>&1 &
+native_build=$!
+# A failed step must not leave the builds running (their own process groups:
+# make and rustc too).
+trap 'kill -- -"$valkey_build" -"$native_build" 2>/dev/null || true' EXIT
 if cargo fmt --version >/dev/null 2>&1; then
   echo "== cargo fmt --check"
   cargo fmt --all -- --check
@@ -47,10 +57,11 @@ else
   [ "$status" = 75 ] || exit "$status"
   echo "== SKIPPED the tests of re-takes by SET … IFEQ (core/tests/retakes.rs, on_valkey_*): no Valkey source to build"
 fi
-trap - EXIT
+trap 'kill -- -"$native_build" 2>/dev/null || true' EXIT
 # One test at a time: the suites start their own Redis nodes and check timing
 # bounds (loss detected within a renew interval), which a 2-core machine
-# running several such tests at once would blur. The default members are the
+# running several such tests at once would blur (the packages' build beside
+# them yields the CPU to them). The default members are the
 # crates that build without Python or Node; their fronts have their own runs below.
 cargo test -- --test-threads=1
 echo "== C ABI"
@@ -65,5 +76,12 @@ done
 echo "== one lock, every language"
 tests/interop/run.sh
 echo "== packages (dist/): built, then installed and tested without Rust"
+echo "== the packages' release build, started at idle priority at the beginning: waiting for it to end"
+if ! wait "$native_build"; then
+  cat target/package-native.log >&2
+  echo "the packages' release build failed (above; scripts/package.sh --native-only)" >&2
+  exit 1
+fi
+trap - EXIT
 scripts/package.sh
 scripts/test-packages.sh
