@@ -17,9 +17,14 @@ valkey_build=$!
 # model and the tests keep the CPU whenever they ask for it, and the build
 # takes what they leave, mostly while the tests wait on their nodes
 # (docs/performance.md, "the packages' release build at idle priority").
+# Not in a session of its own (setsid): the kernel's autogroups would give
+# that session as much CPU as this one, whatever the priority within it.
+# Job control (set -m) gives it a process group of its own in this session.
 if chrt --idle 0 true 2>/dev/null; then idle=(chrt --idle 0); else idle=(nice -n 19); fi
-setsid -w "${idle[@]}" scripts/package.sh --native-only >target/package-native.log 2>&1 &
+set -m
+"${idle[@]}" scripts/package.sh --native-only >target/package-native.log 2>&1 &
 native_build=$!
+set +m
 # A failed step must not leave the builds running (their own process groups:
 # make and rustc too).
 trap 'kill -- -"$valkey_build" -"$native_build" 2>/dev/null || true' EXIT
