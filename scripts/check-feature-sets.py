@@ -37,13 +37,15 @@ BUILDS = {
         "cli",
     ],
     "the JVM library": ["-e", "normal,build", "-p", "fencelock-jvm"],
-    "the C ABI and the CLI (packages)": [
+    "the C ABI, the CLI and the JVM library (packages)": [
         "-e",
         "normal,build",
         "-p",
         "fencelock-ffi",
         "-p",
         "fencelock-cli",
+        "-p",
+        "fencelock-jvm",
     ],
 }
 

@@ -30,11 +30,12 @@ for front in "${fronts[@]}"; do
   [ -x "scripts/package/$front.sh" ] || { echo "package: no front named '$front' (one of: ${PACKAGE_FRONTS[*]})" >&2; exit 2; }
 done
 
-# The C ABI and the CLI in one cargo command, so tokio and redis are built once
-# for both; the C tarball, the .NET and Go packages and the CLI take their
-# files from it, and the other fronts' builds reuse its crates.
-echo "== cargo build --release --target $FENCELOCK_HOST_TARGET -p fencelock-ffi -p fencelock-cli (zig, glibc $PACKAGE_GLIBC)"
-with_zig cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-ffi -p fencelock-cli
+# The C ABI, the CLI and the JVM library in one cargo command, so tokio and
+# redis are built once for them; the C tarball, the .NET and Go packages and
+# the CLI take their files from it, the JVM recipe finds its library built,
+# and the wheel's and the Node addon's builds reuse its crates.
+echo "== cargo build --release --target $FENCELOCK_HOST_TARGET -p fencelock-ffi -p fencelock-cli -p fencelock-jvm (zig, glibc $PACKAGE_GLIBC)"
+with_zig cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-ffi -p fencelock-cli -p fencelock-jvm
 [ "$native_only" = 0 ] || exit 0
 dist=$(package_dist)
 mkdir -p "$dist"
