@@ -15,19 +15,19 @@
 # linux x86-64 (glibc) is built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/ensure-deps.sh
-source scripts/package/common.sh
 
 native_only=0
 if [ "${1:-}" = --native-only ]; then
-  [ $# = 1 ] || { echo "package: --native-only takes no front" >&2; exit 2; }
+  [ $# = 1 ] || { echo "package: --native-only takes no front (it builds what every front's package needs)" >&2; exit 2; }
   native_only=1
   shift
 fi
+source scripts/ensure-deps.sh
+source scripts/package/common.sh
 fronts=("$@")
 [ ${#fronts[@]} -gt 0 ] || fronts=("${PACKAGE_FRONTS[@]}")
 for front in "${fronts[@]}"; do
-  [ -x "scripts/package/$front.sh" ] || { echo "package: no front named '$front' (one of: ${PACKAGE_FRONTS[*]})" >&2; exit 2; }
+  [ -x "scripts/package/$front.sh" ] || { echo "package: no front named '$front' (one of: ${PACKAGE_FRONTS[*]}; --native-only comes alone)" >&2; exit 2; }
 done
 
 # The C ABI, the CLI and the JVM library in one cargo command, so tokio and
