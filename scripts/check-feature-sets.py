@@ -37,15 +37,13 @@ BUILDS = {
         "cli",
     ],
     "the JVM library": ["-e", "normal,build", "-p", "fencelock-jvm"],
-    "the C ABI, the CLI and the JVM library (packages)": [
+    "the C ABI and the CLI (packages)": [
         "-e",
         "normal,build",
         "-p",
         "fencelock-ffi",
         "-p",
         "fencelock-cli",
-        "-p",
-        "fencelock-jvm",
     ],
 }
 

@@ -11,31 +11,8 @@ FENCELOCK_DEPS_C=1 source scripts/ensure-deps.sh
 mkdir -p target
 setsid -w scripts/valkey-server.sh --tests >target/valkey-server.path 2>target/valkey-server.err &
 valkey_build=$!
-# The packages' release build (scripts/package.sh --native-only), from now
-# until the packages are built at the end, at idle priority: a SCHED_IDLE
-# process runs only on a core that no other process wants, so the lints, the
-# model and the tests get the CPU first whenever they ask for it, and the
-# build takes what they leave, mostly while the tests wait on their nodes
-# (docs/performance.md, "the packages' release build at idle priority").
-# Not in a session of its own (setsid): the kernel's autogroups would give
-# that session as much CPU as this one, whatever the priority within it.
-# Job control (set -m) gives it a process group of its own in this session;
-# its input is /dev/null, so that it cannot stop on a terminal read.
-idle=(nice -n 19)
-if chrt --idle 0 true 2>/dev/null; then idle=(chrt --idle 0); fi
-if ionice -c 3 true 2>/dev/null; then idle+=(ionice -c 3); fi
-echo "== the packages' release build, in the background until the packages: ${idle[*]} scripts/package.sh --native-only"
-set -m
-{
-  "${idle[@]}" scripts/package.sh --native-only
-  echo "the packages' release build ended ${SECONDS} s into the run"
-} </dev/null >target/package-native.log 2>&1 &
-native_build=$!
-set +m
-# A failed step must not leave the builds running (each in a process group of
-# its own, with its make or rustc processes): only jobs still running, since
-# a finished job's number may belong to another process by then.
-trap 'for job in $(jobs -pr); do kill -- -"$job" 2>/dev/null || true; done' EXIT
+# A failed lint must not leave the build running (its own process group: make too).
+trap 'kill -- -"$valkey_build" 2>/dev/null || true' EXIT
 if cargo fmt --version >/dev/null 2>&1; then
   echo "== cargo fmt --check"
   cargo fmt --all -- --check
@@ -70,10 +47,10 @@ else
   [ "$status" = 75 ] || exit "$status"
   echo "== SKIPPED the tests of re-takes by SET … IFEQ (core/tests/retakes.rs, on_valkey_*): no Valkey source to build"
 fi
+trap - EXIT
 # One test at a time: the suites start their own Redis nodes and check timing
 # bounds (loss detected within a renew interval), which a 2-core machine
-# running several such tests at once would blur (the packages' build beside
-# them runs at idle priority). The default members are the
+# running several such tests at once would blur. The default members are the
 # crates that build without Python or Node; their fronts have their own runs below.
 cargo test -- --test-threads=1
 echo "== C ABI"
@@ -88,13 +65,5 @@ done
 echo "== one lock, every language"
 tests/interop/run.sh
 echo "== packages (dist/): built, then installed and tested without Rust"
-echo "== the packages' release build, started in the background at the beginning: waiting for it to end"
-if ! wait "$native_build"; then
-  cat target/package-native.log >&2
-  echo "the packages' release build failed (above; scripts/package.sh --native-only)" >&2
-  exit 1
-fi
-tail -n 1 target/package-native.log
-trap - EXIT
 scripts/package.sh
 scripts/test-packages.sh

@@ -62,12 +62,10 @@ build() {
   [ "$pom_version" = "$FENCELOCK_VERSION" ] \
     || die "bindings/jvm/pom.xml says version $pom_version, Cargo.toml $FENCELOCK_VERSION: make them agree"
 
-  # The library in release (scripts/package.sh's first build made it, with
-  # the C ABI, so cargo finds it fresh here); its bindings generator as
-  # scripts/test-jvm.sh builds it (debug, the same features), which CI has
-  # built already. A release generator would compile uniffi's bindgen and its
-  # template engine optimized, minutes on 2 cores, for a program that only
-  # reads the library's metadata.
+  # The library in release; its bindings generator as scripts/test-jvm.sh builds
+  # it (debug, the same features), which CI has built already. A release
+  # generator would compile uniffi's bindgen and its template engine optimized,
+  # minutes on 2 cores, for a program that only reads the library's metadata.
   echo "== cargo build --release --target $FENCELOCK_HOST_TARGET -p fencelock-jvm --lib; the generator: cargo build -p fencelock-jvm --features cli"
   with_zig cargo build -q --release --target "$FENCELOCK_HOST_TARGET" -p fencelock-jvm --lib
   package_check_glibc "$FENCELOCK_RELEASE_DIR/libfencelock_jvm.so"
