@@ -405,20 +405,32 @@ async fn a_waiter_granted_before_a_slow_node_answered_leaves_its_queue_there() {
         .build()
         .await
         .unwrap();
-    let holder_client = client(&nodes).await;
-    let holder = holder_client.acquire("slow", options(10_000, 0)).await.unwrap();
-    let waiter = tokio::spawn(async move {
-        let lock = waiter_client
-            .acquire("slow", options(10_000, 8_000))
-            .await
-            .unwrap();
-        // Released at once: before the slow node's answer to the winning attempt.
-        lock.release().await.unwrap();
-        waiter_client
+    // Generous like the waiter's: its release must not time out on a loaded machine.
+    let holder_client = builder(&nodes)
+        .node_timeout(GENEROUS_NODE_TIMEOUT)
+        .build()
+        .await
+        .unwrap();
+    // On every node: the test takes the slow node's key over below, so a
+    // grant that missed another node (its connection not yet made on a
+    // loaded machine) would leave the holder without a majority.
+    let holder = acquire_everywhere(&holder_client, &nodes, "slow", options(10_000, 0)).await;
+    let name = holder.resource().to_owned();
+    let waiter = tokio::spawn({
+        let name = name.clone();
+        async move {
+            let lock = waiter_client
+                .acquire(&name, options(10_000, 8_000))
+                .await
+                .unwrap();
+            // Released at once: before the slow node's answer to the winning attempt.
+            lock.release().await.unwrap();
+            waiter_client
+        }
     });
-    assert!(wait_until(ms(3_000), || queue_len(&nodes[2], "slow") == 1).await);
+    assert!(wait_until(ms(3_000), || queue_len(&nodes[2], &name) == 1).await);
     // The slow node keeps refusing: another owner holds the key there.
-    nodes[2].command(&["SET", &lock_key("slow"), "someone-else", "PX", "10000"]);
+    nodes[2].command(&["SET", &lock_key(&name), "someone-else", "PX", "10000"]);
     proxy.set(Mode::Delay {
         each_way: ms(150),
         jitter: Duration::ZERO,
@@ -426,7 +438,7 @@ async fn a_waiter_granted_before_a_slow_node_answered_leaves_its_queue_there() {
     holder.release().await.unwrap();
     let _waiter_client = waiter.await.unwrap();
     assert!(
-        wait_until(ms(600), || queue_len(&nodes[2], "slow") == 0).await,
+        wait_until(ms(600), || queue_len(&nodes[2], &name) == 0).await,
         "the waiter is still queued on the slow node"
     );
 }
